@@ -1,0 +1,34 @@
+# Third-party dependencies. Each heavy one is an option with a plain fallback.
+find_package(OpenMP REQUIRED)
+find_package(Threads REQUIRED)
+
+set(KILN_HAVE_ONEDNN OFF)
+if(KILN_WITH_ONEDNN)
+  find_path(DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp)
+  find_library(DNNL_LIBRARY NAMES dnnl)
+  if(DNNL_INCLUDE_DIR AND DNNL_LIBRARY)
+    set(KILN_HAVE_ONEDNN ON)
+    message(STATUS "kiln: oneDNN ${DNNL_LIBRARY}")
+  else()
+    message(WARNING "kiln: oneDNN not found (run scripts/setup); matmul/conv use plain loops")
+  endif()
+endif()
+
+# libbacktrace (shipped with GCC) symbolises the user's call site in error messages and
+# graph-break reports. Without it, call sites name the function only (dladdr).
+execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libbacktrace.a
+                OUTPUT_VARIABLE _kiln_bt OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+if(NOT EXISTS "${_kiln_bt}")
+  execute_process(COMMAND gcc -print-file-name=libbacktrace.a
+                  OUTPUT_VARIABLE _kiln_bt OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+endif()
+set(KILN_HAVE_BACKTRACE OFF)
+if(EXISTS "${_kiln_bt}")
+  get_filename_component(_kiln_bt_dir "${_kiln_bt}" DIRECTORY)
+  if(EXISTS "${_kiln_bt_dir}/include/backtrace.h")
+    set(KILN_HAVE_BACKTRACE ON)
+    set(KILN_BACKTRACE_LIBRARY "${_kiln_bt}")
+    set(KILN_BACKTRACE_INCLUDE "${_kiln_bt_dir}/include")
+  endif()
+endif()
+message(STATUS "kiln: libbacktrace ${KILN_HAVE_BACKTRACE}")

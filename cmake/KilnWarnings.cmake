@@ -1,0 +1,15 @@
+# Warning flags for kiln's own targets (never for third-party code).
+function(kiln_target_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wno-unused-parameter)
+  if(KILN_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+  if(KILN_SANITIZE)
+    target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+  endif()
+endfunction()
+
+if(KILN_SANITIZE)
+  add_link_options(-fsanitize=address,undefined)
+endif()

@@ -1,0 +1,54 @@
+// Allocator: the per-device memory interface, and Storage, the refcounted buffer tensors view.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "runtime/device.h"
+
+namespace kiln {
+
+/// Allocates device memory. The CPU allocator returns 64-byte aligned blocks; a CUDA
+/// allocator (loaded with the CUDA backend) registers itself for DeviceType::cuda.
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t nbytes) = 0;
+  virtual void deallocate(void* ptr, size_t nbytes) = 0;
+  virtual Device device() const = 0;
+};
+
+inline constexpr size_t kCpuAlignment = 64;
+
+/// The allocator of a device; throws kiln::Error when no backend for it is loaded.
+Allocator& allocator_for(Device d);
+/// Installs the allocator of a device type (the CUDA backend does this when it loads).
+void register_allocator(DeviceType type, Allocator* alloc);
+
+/// A buffer shared by a tensor and its views. The version counter is shared by all views
+/// of the buffer and bumped by every in-place write (autograd and guards read it).
+class Storage {
+ public:
+  Storage(size_t nbytes, Device device);                 // allocates
+  Storage(void* external, size_t nbytes, Device device);  // borrows; never freed
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_;
+  Allocator* allocator_ = nullptr;  // null when borrowed
+  std::atomic<uint64_t> version_{0};
+};
+
+}  // namespace kiln

@@ -1,0 +1,2 @@
+// nn modules (being written).
+#pragma once

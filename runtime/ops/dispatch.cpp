@@ -1,0 +1,188 @@
+// The dispatch point: inference → allocation (or out= checks) → kernel.
+#include "runtime/ops/dispatch.h"
+
+#include "runtime/error.h"
+
+namespace kiln {
+
+TensorMeta TensorMeta::of(const Tensor& t) {
+  const TensorImpl& i = t.impl();
+  return {i.dtype, i.device, i.sizes, i.strides, i.wrapped_number};
+}
+
+Tensor make_tensor(IntList sizes, DType dtype, Device device) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes.assign(sizes.begin(), sizes.end());
+  int64_t n = checked_numel(sizes);
+  impl->strides = contiguous_strides(sizes);
+  impl->dtype = dtype;
+  impl->device = device;
+  int64_t nbytes = 0;
+  KILN_CHECK(!__builtin_mul_overflow(n, itemsize(dtype), &nbytes), "tensor of shape ",
+             shape_str(sizes), " is too large");
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(nbytes), device);
+  return Tensor(std::move(impl));
+}
+
+Tensor make_view(const Tensor& base, IntList sizes, IntList strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  const TensorImpl& b = base.impl();
+  impl->sizes.assign(sizes.begin(), sizes.end());
+  impl->strides.assign(strides.begin(), strides.end());
+  impl->offset = offset;
+  impl->dtype = b.dtype;
+  impl->device = b.device;
+  impl->storage = b.storage;
+  impl->trace = b.trace;
+  return Tensor(std::move(impl));
+}
+
+Tensor wrap_scalar(Scalar s) {
+  DType t = s.is_floating() ? DType::f64 : s.is_integral() ? DType::i64 : DType::bool_;
+  Tensor out = make_tensor({}, t);
+  if (t == DType::f64)
+    *static_cast<double*>(out.raw_data()) = s.to_double();
+  else if (t == DType::i64)
+    *static_cast<int64_t*>(out.raw_data()) = s.to_int();
+  else
+    *static_cast<bool*>(out.raw_data()) = s.to_int() != 0;
+  out.impl().wrapped_number = true;
+  return out;
+}
+
+namespace {
+
+enum class Category { none, boolean, integral, floating };
+
+Category category(DType t) {
+  return t == DType::bool_ ? Category::boolean : is_floating(t) ? Category::floating : Category::integral;
+}
+
+struct Tier {
+  std::optional<DType> t;
+  void add(DType d) { t = t ? promote_types(*t, d) : d; }
+};
+
+// PyTorch's combine_categories(higher, lower).
+std::optional<DType> combine(std::optional<DType> higher, std::optional<DType> lower) {
+  if (!higher) return lower;
+  if (!lower) return higher;
+  if (is_floating(*higher)) return higher;
+  if (*higher == DType::bool_ || is_floating(*lower)) return promote_types(*higher, *lower);
+  return higher;
+}
+
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a.impl().storage == b.impl().storage && a.storage_offset() == b.storage_offset() &&
+         a.sizes() == b.sizes() && a.strides() == b.strides() && a.dtype() == b.dtype();
+}
+
+bool shares_storage(const Tensor& a, const Tensor& b) {
+  return a.impl().storage != nullptr && a.impl().storage == b.impl().storage;
+}
+
+void check_devices(const OpSchema& s, std::span<const Tensor> inputs) {
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    if (inputs[i].impl().wrapped_number || inputs[0].impl().wrapped_number) continue;
+    KILN_CHECK(inputs[i].device() == inputs[0].device(), s.name, ": expected all tensors on one device, got ",
+               inputs[0].device(), " and ", inputs[i].device());
+  }
+}
+
+std::vector<TensorMeta> infer(const OpSchema& s, std::span<const Tensor> inputs, const Attrs& attrs) {
+  KILN_CHECK(s.num_inputs < 0 ? !inputs.empty() : static_cast<int>(inputs.size()) == s.num_inputs,
+             s.name, ": expected ", s.num_inputs < 0 ? std::string("at least 1") : std::to_string(s.num_inputs),
+             " tensor inputs, got ", inputs.size());
+  KILN_ASSERT(attrs.size() == s.attrs.size(), s.name, ": expected ", s.attrs.size(), " attributes, got ",
+              attrs.size());
+  for (const Tensor& t : inputs) KILN_CHECK(t.defined(), s.name, ": an input tensor is undefined");
+  check_devices(s, inputs);
+  std::vector<TensorMeta> metas;
+  metas.reserve(inputs.size());
+  for (const Tensor& t : inputs) metas.push_back(TensorMeta::of(t));
+  return s.infer(metas, attrs);
+}
+
+}  // namespace
+
+DType result_type(std::span<const TensorMeta> operands) {
+  Tier dim, zero, wrapped;
+  for (const TensorMeta& m : operands) {
+    if (m.wrapped_number)
+      wrapped.add(is_floating(m.dtype) ? kDefaultFloat : m.dtype);
+    else if (m.sizes.empty())
+      zero.add(m.dtype);
+    else
+      dim.add(m.dtype);
+  }
+  auto r = combine(dim.t, combine(zero.t, wrapped.t));
+  KILN_ASSERT(r.has_value(), "result_type of no operands");
+  return *r;
+}
+
+bool can_cast(DType from, DType to) {
+  Category f = category(from), t = category(to);
+  if (f == Category::floating && t != Category::floating) return false;
+  if (f != Category::boolean && t == Category::boolean) return false;
+  return true;
+}
+
+std::vector<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const Attrs& attrs, std::span<Tensor> out) {
+  const OpSchema& s = schema(op);
+  std::vector<TensorMeta> metas = infer(s, inputs, attrs);
+  KILN_ASSERT(static_cast<int>(metas.size()) == s.num_outputs, s.name, ": inference gave ", metas.size(),
+              " outputs");
+  std::vector<Tensor> results(metas.size());
+  if (s.kind == OpKind::view) {
+    KILN_ASSERT(out.empty(), "view ops take no out= tensors");
+    s.kernel(inputs, attrs, results);
+    return results;
+  }
+  for (size_t k = 0; k < metas.size(); ++k) {
+    Device d = metas[k].device;
+    results[k] = make_tensor(metas[k].sizes, metas[k].dtype, d);
+  }
+  if (out.empty()) {
+    s.kernel(inputs, attrs, results);
+    return results;
+  }
+  // out= / in place: check the result fits the destination.
+  KILN_ASSERT(out.size() == metas.size(), "out= count mismatch");
+  bool direct = true;
+  for (size_t k = 0; k < metas.size(); ++k) {
+    KILN_CHECK(out[k].sizes() == metas[k].sizes, s.name, ": output with shape ", shape_str(out[k].sizes()),
+               " doesn't match the broadcast shape ", shape_str(metas[k].sizes));
+    // copy converts between any dtypes itself (copy_ casts, as in PyTorch).
+    bool converts = op == Op::copy;
+    KILN_CHECK(converts || can_cast(metas[k].dtype, out[k].dtype()), s.name, ": result type ",
+               metas[k].dtype, " can't be cast to the desired output type ", out[k].dtype());
+    if (!converts && out[k].dtype() != metas[k].dtype) direct = false;
+    for (const Tensor& in : inputs)
+      if (shares_storage(in, out[k]) && !same_view(in, out[k])) direct = false;
+    // Only elementwise kernels write arbitrary strides; the others get a contiguous output.
+    bool elementwise = s.kind == OpKind::pointwise || s.kind == OpKind::factory ||
+                       s.kind == OpKind::random || op == Op::copy;
+    if (!elementwise && !out[k].is_contiguous()) direct = false;
+  }
+  if (direct) {
+    s.kernel(inputs, attrs, out);
+  } else {
+    // The destination overlaps an input in another layout, or needs a cast: compute into
+    // fresh outputs first so no input element is overwritten before it is read.
+    s.kernel(inputs, attrs, results);
+    for (size_t k = 0; k < metas.size(); ++k) dispatch(Op::copy, std::span<const Tensor>(&results[k], 1), {}, out.subspan(k, 1));
+    return std::vector<Tensor>(out.begin(), out.end());
+  }
+  for (Tensor& o : out) o.impl().storage->bump_version();
+  return std::vector<Tensor>(out.begin(), out.end());
+}
+
+Tensor dispatch1(Op op, std::span<const Tensor> inputs, const Attrs& attrs) {
+  return std::move(dispatch(op, inputs, attrs)[0]);
+}
+
+void dispatch_inplace(Op op, Tensor& self, std::span<const Tensor> inputs, const Attrs& attrs) {
+  dispatch(op, inputs, attrs, std::span<Tensor>(&self, 1));
+}
+
+}  // namespace kiln

@@ -1,0 +1,43 @@
+// The one dispatch point every primitive goes through: inference, output allocation,
+// in-place/out= handling, and (in later layers) the tracing and autograd hooks.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "runtime/ops/op.h"
+
+namespace kiln {
+
+/// Runs a primitive: infers output metadata, allocates contiguous outputs (or checks and
+/// writes `out` for in-place/out= calls, bumping its version), and calls the kernel.
+std::vector<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const Attrs& attrs = {},
+                             std::span<Tensor> out = {});
+/// dispatch for single-output ops.
+Tensor dispatch1(Op op, std::span<const Tensor> inputs, const Attrs& attrs = {});
+inline Tensor dispatch1(Op op, std::initializer_list<Tensor> inputs, const Attrs& attrs = {}) {
+  return dispatch1(op, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs);
+}
+/// Runs op writing into `self` (in-place form, e.g. add_): the result must have self's
+/// shape and a dtype that casts to self's dtype without loss of kind.
+void dispatch_inplace(Op op, Tensor& self, std::span<const Tensor> inputs, const Attrs& attrs = {});
+inline void dispatch_inplace(Op op, Tensor& self, std::initializer_list<Tensor> inputs, const Attrs& attrs = {}) {
+  dispatch_inplace(op, self, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs);
+}
+
+/// A Scalar operand as a 0-d "wrapped number" tensor (f64, i64 or bool).
+Tensor wrap_scalar(Scalar s);
+
+/// PyTorch's result_type over operands: dim-ful tensors, then 0-d tensors, then wrapped
+/// numbers, where the later tiers only raise the category (bool < integer < float).
+DType result_type(std::span<const TensorMeta> operands);
+/// Whether a value of dtype `from` may be written into a tensor of dtype `to` in place
+/// (PyTorch's can_cast: no float → integer, no number → bool).
+bool can_cast(DType from, DType to);
+
+/// A tensor of these sizes with contiguous strides and fresh storage.
+Tensor make_tensor(IntList sizes, DType dtype, Device device = Device::cpu());
+/// A view of base's storage with the given metadata (same version counter).
+Tensor make_view(const Tensor& base, IntList sizes, IntList strides, int64_t offset);
+
+}  // namespace kiln

@@ -1,0 +1,2 @@
+// safetensors (being written).
+#pragma once

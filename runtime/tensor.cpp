@@ -1,0 +1,181 @@
+// Tensor: metadata accessors, host reads, and the op methods (which call the free functions).
+#include "runtime/tensor.h"
+
+#include <cstring>
+
+#include "runtime/ops.h"
+#include "runtime/ops/dispatch.h"
+
+namespace kiln {
+
+int64_t Tensor::size(int64_t d) const { return sizes()[wrap_dim(d, dim(), "size")]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
+
+uint64_t Tensor::version() const {
+  const TensorImpl& i = impl();
+  return i.storage ? i.storage->version() : 0;
+}
+
+void* Tensor::raw_data() const {
+  const TensorImpl& i = impl();
+  KILN_CHECK(!i.is_traced(), "the data of a traced tensor is not available while tracing");
+  KILN_CHECK(i.storage != nullptr, "tensor has no storage");
+  return static_cast<char*>(i.storage->data()) + i.offset * kiln::itemsize(i.dtype);
+}
+
+Tensor& Tensor::requires_grad_(bool r) {
+  KILN_CHECK(!r || is_floating(dtype()), "requires_grad_: only floating-point tensors can require "
+             "gradients, got ", dtype());
+  impl().requires_grad = r;
+  return *this;
+}
+
+Tensor Tensor::grad() const { return Tensor(impl().grad); }
+void Tensor::set_grad(const Tensor& g) { impl().grad = g.impl_ptr(); }
+
+template <typename T>
+T Tensor::item() const {
+  KILN_CHECK(numel() == 1, "item: a tensor with ", numel(), " elements (shape ", shape_str(sizes()),
+             ") cannot be converted to a scalar");
+  return to_vector<T>()[0];
+}
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  Tensor c = kiln::to(*this, dtype_of_v<T>).contiguous();
+  std::vector<T> out(static_cast<size_t>(c.numel()));
+  if (out.empty()) return out;
+  if constexpr (std::is_same_v<T, bool>) {  // std::vector<bool> packs bits
+    const auto* p = static_cast<const uint8_t*>(c.raw_data());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = p[i] != 0;
+  } else {
+    std::memcpy(static_cast<void*>(out.data()), c.raw_data(), out.size() * sizeof(T));
+  }
+  return out;
+}
+
+#define KILN_INSTANTIATE(T)                          \
+  template T Tensor::item<T>() const;                \
+  template std::vector<T> Tensor::to_vector<T>() const;
+KILN_INSTANTIATE(float)
+KILN_INSTANTIATE(double)
+KILN_INSTANTIATE(Half)
+KILN_INSTANTIATE(BFloat16)
+KILN_INSTANTIATE(int8_t)
+KILN_INSTANTIATE(uint8_t)
+KILN_INSTANTIATE(int32_t)
+KILN_INSTANTIATE(int64_t)
+KILN_INSTANTIATE(bool)
+#undef KILN_INSTANTIATE
+
+Tensor::operator bool() const {
+  KILN_CHECK(numel() == 1, "bool: a tensor with ", numel(), " elements (shape ", shape_str(sizes()),
+             ") is ambiguous as a condition; use any()/all() style reductions");
+  return item<bool>();
+}
+
+// ---- views ----
+Tensor Tensor::view(IntList s) const { return kiln::view(*this, s); }
+Tensor Tensor::reshape(IntList s) const { return kiln::reshape(*this, s); }
+Tensor Tensor::permute(IntList d) const { return kiln::permute(*this, d); }
+Tensor Tensor::transpose(int64_t a, int64_t b) const { return kiln::transpose(*this, a, b); }
+Tensor Tensor::t() const {
+  KILN_CHECK(dim() <= 2, "t: expects a tensor with <= 2 dims, got shape ", shape_str(sizes()));
+  return dim() < 2 ? *this : transpose(0, 1);
+}
+Tensor Tensor::expand(IntList s) const { return kiln::expand(*this, s); }
+Tensor Tensor::unsqueeze(int64_t d) const { return kiln::unsqueeze(*this, d); }
+Tensor Tensor::squeeze() const { return kiln::squeeze(*this); }
+Tensor Tensor::squeeze(int64_t d) const { return kiln::squeeze(*this, d); }
+Tensor Tensor::slice(int64_t d, int64_t s, int64_t e, int64_t st) const { return kiln::slice(*this, d, s, e, st); }
+Tensor Tensor::narrow(int64_t d, int64_t s, int64_t l) const { return kiln::narrow(*this, d, s, l); }
+Tensor Tensor::select(int64_t d, int64_t index) const {
+  int64_t dd = wrap_dim(d, dim(), "select");
+  int64_t n = size(dd);
+  KILN_CHECK(index >= -n && index < n, "select: index ", index, " is out of range for dim ", d,
+             " of size ", n);
+  if (index < 0) index += n;
+  return slice(dd, index, index + 1).squeeze(dd);
+}
+Tensor Tensor::flatten(int64_t s, int64_t e) const { return kiln::flatten(*this, s, e); }
+Tensor Tensor::contiguous() const { return kiln::contiguous(*this); }
+Tensor Tensor::detach() const {
+  Tensor out = make_view(*this, sizes(), strides(), storage_offset());
+  return out;
+}
+
+// ---- conversions ----
+Tensor Tensor::to(DType t) const { return kiln::to(*this, t); }
+Tensor Tensor::to(Device d) const {
+  if (d == device()) return *this;
+  KILN_CHECK(false, "to: copies between ", device(), " and ", d, " need the CUDA backend, which is not loaded");
+  return *this;
+}
+Tensor Tensor::clone() const { return kiln::clone(*this); }
+
+// ---- pointwise ----
+Tensor Tensor::add(const Tensor& o) const { return kiln::add(*this, o); }
+Tensor Tensor::sub(const Tensor& o) const { return kiln::sub(*this, o); }
+Tensor Tensor::mul(const Tensor& o) const { return kiln::mul(*this, o); }
+Tensor Tensor::div(const Tensor& o) const { return kiln::div(*this, o); }
+Tensor Tensor::pow(const Tensor& o) const { return kiln::pow(*this, o); }
+Tensor Tensor::pow(Scalar e) const { return kiln::pow(*this, e); }
+Tensor Tensor::neg() const { return kiln::neg(*this); }
+Tensor Tensor::abs() const { return kiln::abs(*this); }
+Tensor Tensor::exp() const { return kiln::exp(*this); }
+Tensor Tensor::log() const { return kiln::log(*this); }
+Tensor Tensor::sqrt() const { return kiln::sqrt(*this); }
+Tensor Tensor::rsqrt() const { return kiln::rsqrt(*this); }
+Tensor Tensor::sin() const { return kiln::sin(*this); }
+Tensor Tensor::cos() const { return kiln::cos(*this); }
+Tensor Tensor::tanh() const { return kiln::tanh(*this); }
+Tensor Tensor::sigmoid() const { return kiln::sigmoid(*this); }
+Tensor Tensor::relu() const { return kiln::relu(*this); }
+Tensor Tensor::gelu() const { return kiln::gelu(*this); }
+Tensor Tensor::silu() const { return kiln::silu(*this); }
+Tensor Tensor::erf() const { return kiln::erf(*this); }
+Tensor Tensor::floor() const { return kiln::floor(*this); }
+Tensor Tensor::ceil() const { return kiln::ceil(*this); }
+Tensor Tensor::round() const { return kiln::round(*this); }
+Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const { return kiln::clamp(*this, lo, hi); }
+Tensor Tensor::masked_fill(const Tensor& m, Scalar v) const { return kiln::masked_fill(*this, m, v); }
+
+// ---- reductions ----
+Tensor Tensor::sum(IntList d, bool k) const { return kiln::sum(*this, d, k); }
+Tensor Tensor::mean(IntList d, bool k) const { return kiln::mean(*this, d, k); }
+Tensor Tensor::max(IntList d, bool k) const { return kiln::max(*this, d, k); }
+Tensor Tensor::min(IntList d, bool k) const { return kiln::min(*this, d, k); }
+Tensor Tensor::prod(IntList d, bool k) const { return kiln::prod(*this, d, k); }
+Tensor Tensor::var(IntList d, bool k, int64_t c) const { return kiln::var(*this, d, k, c); }
+Tensor Tensor::std(IntList d, bool k, int64_t c) const { return kiln::std(*this, d, k, c); }
+Tensor Tensor::argmax(std::optional<int64_t> d, bool k) const { return kiln::argmax(*this, d, k); }
+Tensor Tensor::argmin(std::optional<int64_t> d, bool k) const { return kiln::argmin(*this, d, k); }
+Tensor Tensor::cumsum(int64_t d) const { return kiln::cumsum(*this, d); }
+Tensor Tensor::softmax(int64_t d) const { return kiln::softmax(*this, d); }
+Tensor Tensor::log_softmax(int64_t d) const { return kiln::log_softmax(*this, d); }
+Tensor Tensor::matmul(const Tensor& o) const { return kiln::matmul(*this, o); }
+
+// ---- in place ----
+Tensor& Tensor::add_(const Tensor& o) { dispatch_inplace(Op::add, *this, {*this, o}); return *this; }
+Tensor& Tensor::add_(Scalar o) { dispatch_inplace(Op::add, *this, {*this, wrap_scalar(o)}); return *this; }
+Tensor& Tensor::sub_(const Tensor& o) { dispatch_inplace(Op::sub, *this, {*this, o}); return *this; }
+Tensor& Tensor::sub_(Scalar o) { dispatch_inplace(Op::sub, *this, {*this, wrap_scalar(o)}); return *this; }
+Tensor& Tensor::mul_(const Tensor& o) { dispatch_inplace(Op::mul, *this, {*this, o}); return *this; }
+Tensor& Tensor::mul_(Scalar o) { dispatch_inplace(Op::mul, *this, {*this, wrap_scalar(o)}); return *this; }
+Tensor& Tensor::div_(const Tensor& o) { dispatch_inplace(Op::div, *this, {*this, o}); return *this; }
+Tensor& Tensor::div_(Scalar o) { dispatch_inplace(Op::div, *this, {*this, wrap_scalar(o)}); return *this; }
+Tensor& Tensor::relu_() { dispatch_inplace(Op::relu, *this, {*this}); return *this; }
+Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) { return copy_(kiln::clamp(*this, lo, hi)); }
+Tensor& Tensor::masked_fill_(const Tensor& m, Scalar v) { return copy_(kiln::masked_fill(*this, m, v)); }
+Tensor& Tensor::fill_(Scalar v) {
+  dispatch_inplace(Op::full, *this, {}, Attrs{sizes(), v, dtype()});
+  return *this;
+}
+Tensor& Tensor::zero_() { return fill_(0); }
+Tensor& Tensor::copy_(const Tensor& src) {
+  Tensor s = src.sizes() == sizes() ? src : kiln::expand(src, sizes());
+  dispatch_inplace(Op::copy, *this, {s});
+  return *this;
+}
+
+}  // namespace kiln

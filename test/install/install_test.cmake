@@ -1,0 +1,24 @@
+# Installs the built kiln into a fresh prefix, then configures, builds and runs
+# examples/find_package_demo against it with find_package(kiln) — as a user's project would.
+file(REMOVE_RECURSE "${WORK_DIR}")
+execute_process(COMMAND ${CMAKE_COMMAND} --install "${KILN_BINARY_DIR}" --prefix "${WORK_DIR}/prefix"
+                RESULT_VARIABLE rc OUTPUT_QUIET)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "cmake --install failed (${rc})")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -S "${KILN_SOURCE_DIR}/examples/find_package_demo"
+                  -B "${WORK_DIR}/build" -G "${GENERATOR}" -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix
+                  -DCMAKE_BUILD_TYPE=Release
+                RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "configuring the demo against the installed kiln failed (${rc})")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build "${WORK_DIR}/build" RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "building the demo against the installed kiln failed (${rc})")
+endif()
+execute_process(COMMAND "${WORK_DIR}/build/find_package_demo" RESULT_VARIABLE rc OUTPUT_VARIABLE out)
+message(STATUS "demo printed: ${out}")
+if(NOT rc EQUAL 0 OR NOT out MATCHES "sum = 6")
+  message(FATAL_ERROR "the demo built against the installed kiln failed (${rc}): ${out}")
+endif()
