@@ -6,10 +6,13 @@
 // file:line from the user's debug info; without it, by function name through dladdr.
 #include "runtime/call_site.h"
 
+#include <cxxabi.h>
 #include <dlfcn.h>
 #include <execinfo.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -21,13 +24,38 @@
 namespace kiln {
 namespace {
 
-bool object_is_kiln(uintptr_t pc) {
+enum class Owner { kiln, system, user };
+
+// Whose code a pc is in, judged by the object that holds it: kiln's shared libraries, the
+// system's (libc, libstdc++, libgomp under /lib or /usr/lib), or the user's.
+Owner owner_of(uintptr_t pc) {
   Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(pc), &info) == 0 || info.dli_fname == nullptr) return false;
-  std::string_view name(info.dli_fname);
+  if (dladdr(reinterpret_cast<void*>(pc), &info) == 0 || info.dli_fname == nullptr) return Owner::user;
+  std::string_view path(info.dli_fname);
+  std::string_view name = path;
   auto slash = name.rfind('/');
   if (slash != std::string_view::npos) name.remove_prefix(slash + 1);
-  return name.starts_with("libkiln_");
+  if (name.starts_with("libkiln_")) return Owner::kiln;
+  if (path.starts_with("/lib/") || path.starts_with("/lib64/") || path.starts_with("/usr/lib/"))
+    return Owner::system;
+  return Owner::user;
+}
+
+// A name for a frame without debug info: its symbol, or its object and offset.
+std::string describe_pc(uintptr_t pc) {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(pc), &info) == 0) return "";
+  if (info.dli_sname != nullptr) {
+    int status = 0;
+    char* demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+    std::string name = status == 0 && demangled ? demangled : info.dli_sname;
+    std::free(demangled);
+    return name;
+  }
+  if (info.dli_fname == nullptr) return "";
+  char offset[32];
+  std::snprintf(offset, sizeof offset, "+0x%zx", static_cast<size_t>(pc - reinterpret_cast<uintptr_t>(info.dli_fbase)));
+  return std::string(info.dli_fname) + offset;
 }
 
 bool file_is_library(std::string_view file) {
@@ -45,28 +73,17 @@ bool file_is_library(std::string_view file) {
 }
 
 #ifdef KILN_HAVE_BACKTRACE
-struct Search {
-  std::string found;
-};
-
 backtrace_state* state() {
   static backtrace_state* s = backtrace_create_state(nullptr, /*threaded=*/1, nullptr, nullptr);
   return s;
 }
 
-int on_frame(void* data, uintptr_t pc, const char* file, int line, const char* function) {
-  auto* search = static_cast<Search*>(data);
-  if (pc == 0 || pc == UINTPTR_MAX || object_is_kiln(pc)) return 0;
-  if (file == nullptr) {
-    // No debug info: libc/libstdc++ glue or a user binary built without -g. Keep walking,
-    // but remember the function as a fallback.
-    if (search->found.empty() && function != nullptr && std::strncmp(function, "kiln::", 6) != 0 &&
-        std::strncmp(function, "std::", 5) != 0 && std::strncmp(function, "__", 2) != 0)
-      search->found = function;
-    return 0;
-  }
-  if (file_is_library(file)) return 0;
-  search->found = std::string(file) + ":" + std::to_string(line);
+// Called per frame (inlined frames first, innermost out); stops at the first user frame.
+int on_frame(void* data, uintptr_t pc, const char* file, int line, const char*) {
+  auto* found = static_cast<std::string*>(data);
+  if (pc == 0 || pc == UINTPTR_MAX || owner_of(pc) != Owner::user) return 0;
+  if (file != nullptr && file_is_library(file)) return 0;  // a kiln or std header inlined here
+  *found = file != nullptr ? std::string(file) + ":" + std::to_string(line) : describe_pc(pc);
   return 1;
 }
 #endif
@@ -76,19 +93,16 @@ int on_frame(void* data, uintptr_t pc, const char* file, int line, const char* f
 std::string user_call_site() {
 #ifdef KILN_HAVE_BACKTRACE
   if (backtrace_state* s = state()) {
-    Search search;
-    backtrace_full(s, /*skip=*/1, on_frame, nullptr, &search);
-    return search.found;
+    std::string found;
+    backtrace_full(s, /*skip=*/1, on_frame, nullptr, &found);
+    return found;
   }
 #endif
   void* frames[64];
   int n = backtrace(frames, 64);
   for (int i = 1; i < n; ++i) {
     auto pc = reinterpret_cast<uintptr_t>(frames[i]);
-    if (object_is_kiln(pc)) continue;
-    Dl_info info{};
-    if (dladdr(frames[i], &info) != 0 && info.dli_sname != nullptr) return info.dli_sname;
-    return "";
+    if (owner_of(pc) == Owner::user) return describe_pc(pc);
   }
   return "";
 }

@@ -25,6 +25,7 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function
   int64_t chunks = std::min<int64_t>(threads, (n + grain - 1) / grain);
   std::exception_ptr error;
   std::mutex error_mutex;
+  bool worker_error = false;
 #pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static, 1)
   for (int64_t c = 0; c < chunks; ++c) {
     int64_t b = begin + n * c / chunks;
@@ -33,10 +34,23 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function
       fn(b, e);
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mutex);
-      if (!error) error = std::current_exception();
+      if (!error) {
+        error = std::current_exception();
+        worker_error = omp_get_thread_num() != 0;
+      }
     }
   }
-  if (error) std::rethrow_exception(error);
+  if (!error) return;
+  if (worker_error) {
+    // A worker's stack holds no user frame: rebuild the error here so that its location
+    // names the user's call, as an error on the calling thread would.
+    try {
+      std::rethrow_exception(error);
+    } catch (const Error& e) {
+      throw Error(e.message());
+    }
+  }
+  std::rethrow_exception(error);
 }
 
 void set_num_threads(int n) {

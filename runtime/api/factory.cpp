@@ -1,0 +1,120 @@
+// The public factories: empty/zeros/ones/full, arange, rand/randn/randint, *_like, tensor().
+#include <cstring>
+
+#include "runtime/ops.h"
+#include "runtime/ops/dispatch.h"
+
+namespace kiln {
+namespace {
+
+/// Only CPU tensors can be created until a device backend is loaded.
+void check_device(const TensorOptions& opts, const char* op) {
+  KILN_CHECK(opts.device_.is_cpu(), op, ": creating tensors on ", opts.device_,
+             " needs the CUDA backend, which is not loaded");
+}
+
+Tensor finish(Tensor t, const TensorOptions& opts) {
+  if (opts.requires_grad_) t.requires_grad_(true);
+  return t;
+}
+
+Tensor make_full(IntList sizes, Scalar value, const TensorOptions& opts, const char* op) {
+  check_device(opts, op);
+  return finish(
+      dispatch1(Op::full, std::span<const Tensor>{}, Attrs{sizes.vec(), value, opts.dtype_}), opts);
+}
+
+/// torch.arange's dtype when none is given: i64 when every bound is integral, else f32.
+DType arange_dtype(const Scalar& start, const Scalar& end, const Scalar& step) {
+  bool integral = !start.is_floating() && !end.is_floating() && !step.is_floating();
+  return integral ? DType::i64 : kDefaultFloat;
+}
+
+} // namespace
+
+Tensor empty(IntList sizes, TensorOptions opts) {
+  check_device(opts, "empty");
+  return finish(dispatch1(Op::empty, std::span<const Tensor>{}, Attrs{sizes.vec(), opts.dtype_}),
+                opts);
+}
+
+Tensor zeros(IntList sizes, TensorOptions opts) { return make_full(sizes, 0, opts, "zeros"); }
+Tensor ones(IntList sizes, TensorOptions opts) { return make_full(sizes, 1, opts, "ones"); }
+Tensor full(IntList sizes, Scalar value, TensorOptions opts) {
+  return make_full(sizes, value, opts, "full");
+}
+Tensor full(IntList sizes, Scalar value) {
+  return make_full(sizes, value, TensorOptions(value.default_dtype()), "full");
+}
+
+Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions opts) {
+  check_device(opts, "arange");
+  return finish(
+      dispatch1(Op::arange, std::span<const Tensor>{}, Attrs{start, end, step, opts.dtype_}), opts);
+}
+Tensor arange(Scalar end, TensorOptions opts) { return arange(0, end, 1, opts); }
+Tensor arange(Scalar start, Scalar end, Scalar step) {
+  return arange(start, end, step, TensorOptions(arange_dtype(start, end, step)));
+}
+Tensor arange(Scalar end) { return arange(0, end, 1); }
+
+Tensor rand(IntList sizes, TensorOptions opts) {
+  check_device(opts, "rand");
+  return finish(dispatch1(Op::rand, std::span<const Tensor>{}, Attrs{sizes.vec(), opts.dtype_}),
+                opts);
+}
+
+Tensor randn(IntList sizes, TensorOptions opts) {
+  check_device(opts, "randn");
+  return finish(dispatch1(Op::randn, std::span<const Tensor>{}, Attrs{sizes.vec(), opts.dtype_}),
+                opts);
+}
+
+Tensor randint(int64_t low, int64_t high, IntList sizes, TensorOptions opts) {
+  check_device(opts, "randint");
+  return finish(
+      dispatch1(Op::randint, std::span<const Tensor>{}, Attrs{low, high, sizes.vec(), opts.dtype_}),
+      opts);
+}
+
+Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.dtype()); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), t.dtype()); }
+Tensor ones_like(const Tensor& t) { return ones(t.sizes(), t.dtype()); }
+Tensor full_like(const Tensor& t, Scalar value) { return full(t.sizes(), value, t.dtype()); }
+Tensor rand_like(const Tensor& t) { return rand(t.sizes(), t.dtype()); }
+Tensor randn_like(const Tensor& t) { return randn(t.sizes(), t.dtype()); }
+
+template <typename T> Tensor tensor(const std::vector<T>& values, IntList shape) {
+  Shape sizes = shape.empty() ? Shape{static_cast<int64_t>(values.size())} : shape.vec();
+  int64_t n = checked_numel(sizes, "tensor");
+  KILN_CHECK(n == static_cast<int64_t>(values.size()), "tensor: ", values.size(),
+             " values don't fill shape ", shape_str(sizes), " (", n, " elements)");
+  Tensor out = make_tensor(sizes, dtype_of_v<T>);
+  if (values.empty()) return out;
+  if constexpr (std::is_same_v<T, bool>) { // std::vector<bool> packs bits
+    auto* p = static_cast<bool*>(out.raw_data());
+    for (size_t i = 0; i < values.size(); ++i)
+      p[i] = values[i];
+  } else {
+    std::memcpy(out.raw_data(), values.data(), values.size() * sizeof(T));
+  }
+  return out;
+}
+
+#define KILN_INSTANTIATE(T) template Tensor tensor<T>(const std::vector<T>&, IntList);
+KILN_INSTANTIATE(float)
+KILN_INSTANTIATE(double)
+KILN_INSTANTIATE(Half)
+KILN_INSTANTIATE(BFloat16)
+KILN_INSTANTIATE(int8_t)
+KILN_INSTANTIATE(uint8_t)
+KILN_INSTANTIATE(int32_t)
+KILN_INSTANTIATE(int64_t)
+KILN_INSTANTIATE(bool)
+#undef KILN_INSTANTIATE
+
+Tensor scalar_tensor(Scalar v, std::optional<DType> dtype) {
+  return full({}, v, TensorOptions(dtype.value_or(v.default_dtype())));
+}
+
+} // namespace kiln

@@ -1,0 +1,193 @@
+// The conv2d kernel: NCHW input, OIHW weight (grouped), optional bias. f32/bf16/f16 go
+// through oneDNN's convolution_forward (bias fused) when it implements the dtype on this CPU;
+// everything else (and the fallback) is a direct loop accumulating in the compute type.
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "runtime/kernels/onednn.h"
+#include "runtime/ops/op.h"
+#include "runtime/parallel.h"
+
+namespace kiln::ops {
+
+namespace {
+
+struct ConvParams {
+  int64_t n, c, h, w;    // input
+  int64_t o, cg, kh, kw; // weight: out channels, in channels per group, kernel
+  int64_t oh, ow;        // output
+  int64_t sh, sw, ph, pw, dh, dw, groups;
+};
+
+ConvParams conv_params(std::span<const Tensor> in, const Attrs& a, const Tensor& out) {
+  const Tensor& x = in[0];
+  const Tensor& w = in[1];
+  return {x.size(0),    x.size(1),    x.size(2),    x.size(3),    w.size(0),    w.size(1),
+          w.size(2),    w.size(3),    out.size(2),  out.size(3),  a.ints(0)[0], a.ints(0)[1],
+          a.ints(1)[0], a.ints(1)[1], a.ints(2)[0], a.ints(2)[1], a.i(3)};
+}
+
+int64_t div_floor(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+
+/// Output positions [lo, hi) whose input index pos * stride + offset lies in [0, size).
+void valid_range(int64_t out, int64_t stride, int64_t offset, int64_t size, int64_t& lo,
+                 int64_t& hi) {
+  lo = std::max<int64_t>(0, div_floor(-offset + stride - 1, stride));
+  hi = std::min<int64_t>(out, div_floor(size - 1 - offset, stride) + 1);
+  if (hi < lo) hi = lo;
+}
+
+/// The loop path: one (image, output channel) plane at a time.
+template <typename T> void conv_loop(std::span<const Tensor> in, const ConvParams& p, Tensor& out) {
+  using Acc = compute_t<T>;
+  const Tensor& x = in[0];
+  const Tensor& w = in[1];
+  const T* px = static_cast<const T*>(x.raw_data());
+  const T* pw = static_cast<const T*>(w.raw_data());
+  const T* pb = in.size() == 3 ? static_cast<const T*>(in[2].raw_data()) : nullptr;
+  const int64_t bstride = in.size() == 3 ? in[2].stride(0) : 0;
+  T* po = static_cast<T*>(out.raw_data());
+  const int64_t og = p.o / p.groups;
+  const int64_t plane = p.oh * p.ow;
+  const int64_t work = std::max<int64_t>(1, plane * p.cg * p.kh * p.kw);
+  parallel_for(
+      0, p.n * p.o, std::max<int64_t>(1, kParallelGrain / work), [&](int64_t begin, int64_t end) {
+        std::vector<Acc> acc(static_cast<size_t>(plane));
+        for (int64_t r = begin; r < end; ++r) {
+          const int64_t n = r / p.o, o = r % p.o, g = o / og;
+          std::fill(acc.begin(), acc.end(), pb ? static_cast<Acc>(pb[o * bstride]) : Acc(0));
+          for (int64_t c = 0; c < p.cg; ++c) {
+            const T* xc = px + n * x.stride(0) + (g * p.cg + c) * x.stride(1);
+            for (int64_t ky = 0; ky < p.kh; ++ky) {
+              int64_t ylo, yhi;
+              valid_range(p.oh, p.sh, ky * p.dh - p.ph, p.h, ylo, yhi);
+              for (int64_t kx = 0; kx < p.kw; ++kx) {
+                int64_t xlo, xhi;
+                valid_range(p.ow, p.sw, kx * p.dw - p.pw, p.w, xlo, xhi);
+                const Acc wv = static_cast<Acc>(
+                    pw[o * w.stride(0) + c * w.stride(1) + ky * w.stride(2) + kx * w.stride(3)]);
+                for (int64_t y = ylo; y < yhi; ++y) {
+                  const T* xrow = xc + (y * p.sh + ky * p.dh - p.ph) * x.stride(2);
+                  Acc* arow = acc.data() + y * p.ow;
+                  for (int64_t xo = xlo; xo < xhi; ++xo)
+                    arow[xo] +=
+                        wv * static_cast<Acc>(xrow[(xo * p.sw + kx * p.dw - p.pw) * x.stride(3)]);
+                }
+              }
+            }
+          }
+          T* dst = po + r * plane;
+          for (int64_t i = 0; i < plane; ++i)
+            dst[i] = static_cast<T>(acc[static_cast<size_t>(i)]);
+        }
+      });
+}
+
+#ifdef KILN_HAVE_ONEDNN
+
+/// t's elements as a dense row-major buffer (only called for non-contiguous t).
+template <typename T> void pack(const Tensor& t, std::vector<T>& buf) {
+  const int64_t rank = t.dim(), total = t.numel();
+  buf.resize(static_cast<size_t>(total));
+  const T* src = static_cast<const T*>(t.raw_data());
+  std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t off = 0;
+    for (int64_t d = 0; d < rank; ++d)
+      off += idx[static_cast<size_t>(d)] * t.stride(d);
+    buf[static_cast<size_t>(i)] = src[off];
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      if (++idx[static_cast<size_t>(d)] < t.size(d)) break;
+      idx[static_cast<size_t>(d)] = 0;
+    }
+  }
+}
+
+/// A pointer to t's elements in dense row-major order, packing into buf when needed.
+template <typename T> T* dense_data(const Tensor& t, std::vector<T>& buf) {
+  if (t.is_contiguous()) return static_cast<T*>(t.raw_data());
+  pack(t, buf);
+  return buf.data();
+}
+
+/// Runs the convolution through a cached oneDNN primitive; false when oneDNN has no
+/// implementation for this dtype on this CPU.
+template <typename T>
+bool conv_onednn(std::span<const Tensor> in, const ConvParams& p, Tensor& out,
+                 dnnl::memory::data_type dt) {
+  using tag = dnnl::memory::format_tag;
+  using dims = dnnl::memory::dims;
+  const bool has_bias = in.size() == 3;
+  const std::vector<int64_t> key{1,       static_cast<int64_t>(dt),
+                                 p.n,     p.c,
+                                 p.h,     p.w,
+                                 p.o,     p.kh,
+                                 p.kw,    p.sh,
+                                 p.sw,    p.ph,
+                                 p.pw,    p.dh,
+                                 p.dw,    p.groups,
+                                 has_bias};
+  const dnnl::memory::desc src_md({p.n, p.c, p.h, p.w}, dt, tag::nchw);
+  const dnnl::memory::desc w_md =
+      p.groups > 1
+          ? dnnl::memory::desc({p.groups, p.o / p.groups, p.cg, p.kh, p.kw}, dt, tag::goihw)
+          : dnnl::memory::desc({p.o, p.cg, p.kh, p.kw}, dt, tag::oihw);
+  const dnnl::memory::desc b_md({p.o}, dt, tag::x);
+  const dnnl::memory::desc dst_md({p.n, p.o, p.oh, p.ow}, dt, tag::nchw);
+  auto prim = kernels::cached_primitive(key, [&] {
+    // oneDNN counts dilation from 0; equal right padding reproduces PyTorch's floor output size.
+    const dims strides{p.sh, p.sw}, dil{p.dh - 1, p.dw - 1}, pad{p.ph, p.pw};
+    using fwd = dnnl::convolution_forward;
+    const auto kind = dnnl::prop_kind::forward_inference;
+    const auto algo = dnnl::algorithm::convolution_direct;
+    fwd::desc d = has_bias
+                      ? fwd::desc(kind, algo, src_md, w_md, b_md, dst_md, strides, dil, pad, pad)
+                      : fwd::desc(kind, algo, src_md, w_md, dst_md, strides, dil, pad, pad);
+    fwd::primitive_desc pd(d, kernels::onednn_attr(), kernels::onednn_engine());
+    return kernels::CachedPrimitive{fwd(pd), pd.scratchpad_desc().get_size()};
+  });
+  if (!prim) return false;
+  std::vector<T> x_buf, w_buf, b_buf;
+  const auto& eng = kernels::onednn_engine();
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, dnnl::memory(src_md, eng, dense_data(in[0], x_buf))},
+      {DNNL_ARG_WEIGHTS, dnnl::memory(w_md, eng, dense_data(in[1], w_buf))},
+      {DNNL_ARG_DST, dnnl::memory(dst_md, eng, out.raw_data())}};
+  if (has_bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(b_md, eng, dense_data(in[2], b_buf)));
+  kernels::onednn_execute("conv2d", *prim, std::move(args));
+  return true;
+}
+
+#endif
+
+} // namespace
+
+void kernel_conv2d(std::span<const Tensor> in, const Attrs& a, std::span<Tensor> out) {
+  Tensor& y = out[0];
+  if (y.numel() == 0) return;
+  const ConvParams p = conv_params(in, a, y);
+  visit_dtype(y.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_floating_point_v<compute_t<T>>) {
+      KILN_ASSERT(false, "conv2d: a non-floating dtype reached the kernel");
+    } else {
+#ifdef KILN_HAVE_ONEDNN
+      // An input without channels (C = 0) gives bias only: the loop handles it.
+      if constexpr (!std::is_same_v<T, double>) {
+        using dt = dnnl::memory::data_type;
+        const dt d = std::is_same_v<T, float>      ? dt::f32
+                     : std::is_same_v<T, BFloat16> ? dt::bf16
+                                                   : dt::f16;
+        if (kernels::onednn_enabled() && in[0].numel() > 0 && conv_onednn<T>(in, p, y, d)) return;
+      }
+#endif
+      conv_loop<T>(in, p, y);
+    }
+  });
+}
+
+} // namespace kiln::ops

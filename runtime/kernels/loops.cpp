@@ -1,0 +1,23 @@
+// The out-of-line part of loops.h: operand strides under broadcasting.
+#include "runtime/kernels/loops.h"
+
+#include "runtime/error.h"
+
+namespace kiln::kernels {
+
+std::vector<int64_t> broadcast_byte_strides(const Tensor& t, IntList sizes) {
+  const int64_t rank = static_cast<int64_t>(sizes.size()), trank = t.dim();
+  KILN_ASSERT(trank <= rank, "operand of rank ", trank, " broadcast to rank ", rank);
+  std::vector<int64_t> out(static_cast<size_t>(rank), 0);
+  const int64_t item = t.itemsize();
+  for (int64_t d = 0; d < trank; ++d) {
+    int64_t od = rank - trank + d;
+    int64_t size = t.sizes()[d];
+    KILN_ASSERT(size == sizes[od] || size == 1, "operand of shape ", shape_str(t.sizes()),
+                " doesn't broadcast to ", shape_str(sizes));
+    out[od] = size == 1 ? 0 : t.strides()[d] * item;
+  }
+  return out;
+}
+
+} // namespace kiln::kernels
