@@ -66,6 +66,10 @@ template <> struct dtype_of<bool> { static constexpr DType value = DType::bool_;
 template <typename T>
 inline constexpr DType dtype_of_v = dtype_of<T>::value;
 
+/// Expands X(T) once per element type, for explicit template instantiations.
+#define KILN_FOR_EACH_ELEMENT_TYPE(X) \
+  X(float) X(double) X(::kiln::Half) X(::kiln::BFloat16) X(int8_t) X(uint8_t) X(int32_t) X(int64_t) X(bool)
+
 /// Calls fn(T{}) with the C++ type of a dtype: the one switch kernels dispatch through.
 template <typename Fn>
 decltype(auto) visit_dtype(DType t, Fn&& fn) {

@@ -57,15 +57,7 @@ std::vector<T> Tensor::to_vector() const {
 #define KILN_INSTANTIATE(T)                          \
   template T Tensor::item<T>() const;                \
   template std::vector<T> Tensor::to_vector<T>() const;
-KILN_INSTANTIATE(float)
-KILN_INSTANTIATE(double)
-KILN_INSTANTIATE(Half)
-KILN_INSTANTIATE(BFloat16)
-KILN_INSTANTIATE(int8_t)
-KILN_INSTANTIATE(uint8_t)
-KILN_INSTANTIATE(int32_t)
-KILN_INSTANTIATE(int64_t)
-KILN_INSTANTIATE(bool)
+KILN_FOR_EACH_ELEMENT_TYPE(KILN_INSTANTIATE)
 #undef KILN_INSTANTIATE
 
 Tensor::operator bool() const {

@@ -102,15 +102,7 @@ template <typename T> Tensor tensor(const std::vector<T>& values, IntList shape)
 }
 
 #define KILN_INSTANTIATE(T) template Tensor tensor<T>(const std::vector<T>&, IntList);
-KILN_INSTANTIATE(float)
-KILN_INSTANTIATE(double)
-KILN_INSTANTIATE(Half)
-KILN_INSTANTIATE(BFloat16)
-KILN_INSTANTIATE(int8_t)
-KILN_INSTANTIATE(uint8_t)
-KILN_INSTANTIATE(int32_t)
-KILN_INSTANTIATE(int64_t)
-KILN_INSTANTIATE(bool)
+KILN_FOR_EACH_ELEMENT_TYPE(KILN_INSTANTIATE)
 #undef KILN_INSTANTIATE
 
 Tensor scalar_tensor(Scalar v, std::optional<DType> dtype) {

@@ -7,14 +7,6 @@
 namespace kiln::ops {
 namespace {
 
-TensorMeta dense(const TensorMeta& like, Shape sizes, DType dtype) {
-  TensorMeta m;
-  m.dtype = dtype;
-  m.device = like.device;
-  m.sizes = std::move(sizes);
-  return m;
-}
-
 void check_index_dtype(const TensorMeta& index, const char* op) {
   KILN_CHECK(index.dtype == DType::i64 || index.dtype == DType::i32, op,
              ": expected an i64 or i32 index, got ", index.dtype, " (index shape ",
@@ -29,7 +21,7 @@ int64_t rank_of(const TensorMeta& t) { return static_cast<int64_t>(t.sizes.size(
 } // namespace
 
 std::vector<TensorMeta> infer_copy(std::span<const TensorMeta> in, const Attrs&) {
-  return {dense(in[0], in[0].sizes, in[0].dtype)};
+  return {TensorMeta::dense(in[0], in[0].sizes, in[0].dtype)};
 }
 
 std::vector<TensorMeta> infer_cat(std::span<const TensorMeta> in, const Attrs& a) {
@@ -46,7 +38,7 @@ std::vector<TensorMeta> infer_cat(std::span<const TensorMeta> in, const Attrs& a
       ref_index = i;
     }
   }
-  if (!ref) return {dense(in[0], {0}, dtype)}; // every input is a 1-d empty tensor
+  if (!ref) return {TensorMeta::dense(in[0], {0}, dtype)}; // every input is a 1-d empty tensor
   const int64_t rank = rank_of(*ref);
   const int64_t dim = wrap_dim(a.i(0), rank, "cat");
   Shape sizes = ref->sizes;
@@ -65,7 +57,7 @@ std::vector<TensorMeta> infer_cat(std::span<const TensorMeta> in, const Attrs& a
     }
     sizes[dim] += in[i].sizes[dim];
   }
-  return {dense(*ref, std::move(sizes), dtype)};
+  return {TensorMeta::dense(*ref, std::move(sizes), dtype)};
 }
 
 std::vector<TensorMeta> infer_index_select(std::span<const TensorMeta> in, const Attrs& a) {
@@ -79,11 +71,11 @@ std::vector<TensorMeta> infer_index_select(std::span<const TensorMeta> in, const
   if (x.sizes.empty()) {
     KILN_CHECK(k == 1, "index_select: a 0-d input takes an index of one element, got shape ",
                shape_str(index.sizes));
-    return {dense(x, {}, x.dtype)};
+    return {TensorMeta::dense(x, {}, x.dtype)};
   }
   Shape sizes = x.sizes;
   sizes[dim] = k;
-  return {dense(x, std::move(sizes), x.dtype)};
+  return {TensorMeta::dense(x, std::move(sizes), x.dtype)};
 }
 
 std::vector<TensorMeta> infer_gather(std::span<const TensorMeta> in, const Attrs& a) {
@@ -101,7 +93,7 @@ std::vector<TensorMeta> infer_gather(std::span<const TensorMeta> in, const Attrs
                " (index shape ", shape_str(index.sizes), ", input shape ", shape_str(x.sizes),
                ", dim ", dim, ")");
   }
-  return {dense(x, index.sizes, x.dtype)};
+  return {TensorMeta::dense(x, index.sizes, x.dtype)};
 }
 
 std::vector<TensorMeta> infer_scatter(std::span<const TensorMeta> in, const Attrs& a) {
@@ -124,7 +116,7 @@ std::vector<TensorMeta> infer_scatter(std::span<const TensorMeta> in, const Attr
                " (index shape ", shape_str(index.sizes), ", input shape ", shape_str(x.sizes),
                ", dim ", dim, ")");
   }
-  return {dense(x, x.sizes, x.dtype)};
+  return {TensorMeta::dense(x, x.sizes, x.dtype)};
 }
 
 std::vector<TensorMeta> infer_pad(std::span<const TensorMeta> in, const Attrs& a) {
@@ -147,7 +139,7 @@ std::vector<TensorMeta> infer_pad(std::span<const TensorMeta> in, const Attrs& a
     sizes[d] = n;
   }
   checked_numel(sizes, "pad");
-  return {dense(x, std::move(sizes), x.dtype)};
+  return {TensorMeta::dense(x, std::move(sizes), x.dtype)};
 }
 
 } // namespace kiln::ops

@@ -36,19 +36,11 @@ Shape reduced_shape(IntList sizes, const std::vector<bool>& mask, bool keepdim) 
 namespace ops {
 namespace {
 
-TensorMeta dense(const TensorMeta& like, Shape sizes, DType dtype) {
-  TensorMeta m;
-  m.dtype = dtype;
-  m.device = like.device;
-  m.sizes = std::move(sizes);
-  return m;
-}
-
 std::vector<TensorMeta> infer_accumulating(std::span<const TensorMeta> in, const Attrs& a,
                                            const char* op) {
   const TensorMeta& x = in[0];
   auto mask = reduced_dims_mask(a.ints(0), static_cast<int64_t>(x.sizes.size()), op);
-  return {dense(x, reduced_shape(x.sizes, mask, a.b(1)), a.dtype(2))};
+  return {TensorMeta::dense(x, reduced_shape(x.sizes, mask, a.b(1)), a.dtype(2))};
 }
 
 /// amax/amin have no value over an empty range (PyTorch raises too).
@@ -60,7 +52,7 @@ std::vector<TensorMeta> infer_extremum(std::span<const TensorMeta> in, const Att
     KILN_CHECK(!mask[d] || x.sizes[d] != 0, op, ": cannot reduce over an empty dimension (dim ", d,
                " of shape ", shape_str(x.sizes), ")");
   }
-  return {dense(x, reduced_shape(x.sizes, mask, a.b(1)), x.dtype)};
+  return {TensorMeta::dense(x, reduced_shape(x.sizes, mask, a.b(1)), x.dtype)};
 }
 
 std::vector<TensorMeta> infer_arg_extremum(std::span<const TensorMeta> in, const Attrs& a,
@@ -72,7 +64,7 @@ std::vector<TensorMeta> infer_arg_extremum(std::span<const TensorMeta> in, const
              a.i(0), " of shape ", shape_str(x.sizes), ")");
   std::vector<bool> mask(static_cast<size_t>(rank), false);
   if (rank > 0) mask[d] = true;
-  return {dense(x, reduced_shape(x.sizes, mask, a.b(1)), DType::i64)};
+  return {TensorMeta::dense(x, reduced_shape(x.sizes, mask, a.b(1)), DType::i64)};
 }
 
 } // namespace
@@ -99,7 +91,7 @@ std::vector<TensorMeta> infer_argmin(std::span<const TensorMeta> in, const Attrs
 std::vector<TensorMeta> infer_cumsum(std::span<const TensorMeta> in, const Attrs& a) {
   const TensorMeta& x = in[0];
   wrap_dim(a.i(0), static_cast<int64_t>(x.sizes.size()), "cumsum");
-  return {dense(x, x.sizes, a.dtype(1))};
+  return {TensorMeta::dense(x, x.sizes, a.dtype(1))};
 }
 
 } // namespace ops

@@ -70,6 +70,10 @@ struct TensorMeta {
   Shape strides;  // empty = contiguous (inference of non-view ops leaves it empty)
   bool wrapped_number = false;
   static TensorMeta of(const Tensor& t);
+  /// A contiguous result on like's device.
+  static TensorMeta dense(const TensorMeta& like, Shape sizes, DType dtype) {
+    return {dtype, like.device, std::move(sizes), {}, false};
+  }
 };
 
 /// Shape/dtype inference: throws kiln::Error naming the op and the shapes on bad input.

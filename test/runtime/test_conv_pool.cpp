@@ -8,28 +8,14 @@
 
 #include <kiln/kiln.h>
 
+#include "runtime/tensor_testing.h"
+
 #include "runtime/kernels/onednn.h"
 
 using namespace kiln;
+using namespace kiln::testing;
 
 namespace {
-
-struct OnednnMode {
-  bool previous;
-  explicit OnednnMode(bool on) : previous(kernels::set_onednn_enabled(on)) {}
-  ~OnednnMode() { kernels::set_onednn_enabled(previous); }
-};
-
-/// Deterministic values in [-2, 2] on a 1/8 grid (short sums of products are exact in f32).
-Tensor grid(Shape shape, uint32_t seed) {
-  std::vector<float> v(static_cast<size_t>(numel_of(shape)));
-  uint32_t s = seed * 2654435761u + 7;
-  for (auto& x : v) {
-    s = s * 1664525u + 1013904223u;
-    x = static_cast<float>(static_cast<int>((s >> 16) % 33) - 16) / 8.0f;
-  }
-  return tensor<float>(v, shape);
-}
 
 struct ConvArgs {
   std::vector<int64_t> stride{1, 1}, padding{0, 0}, dilation{1, 1};

@@ -7,18 +7,12 @@
 
 #include <kiln/kiln.h>
 
+#include "runtime/tensor_testing.h"
+
 using namespace kiln;
+using namespace kiln::testing;
 
 namespace {
-
-Tensor iota_f32(int64_t n) {
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    v[static_cast<size_t>(i)] = static_cast<float>(i);
-  return tensor<float>(v);
-}
-
-std::vector<float> vals(const Tensor& t) { return t.to_vector<float>(); }
 
 /// A tensor of `dtype` holding `values` (exactly representable in it), built without casts.
 Tensor make_of(DType dtype, const std::vector<double>& values) {

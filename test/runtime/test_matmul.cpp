@@ -7,34 +7,14 @@
 
 #include <kiln/kiln.h>
 
+#include "runtime/tensor_testing.h"
+
 #include "runtime/kernels/onednn.h"
 
 using namespace kiln;
+using namespace kiln::testing;
 
 namespace {
-
-/// Switches oneDNN on or off for one scope (off: the plain loops run for every dtype).
-struct OnednnMode {
-  bool previous;
-  explicit OnednnMode(bool on) : previous(kernels::set_onednn_enabled(on)) {}
-  ~OnednnMode() { kernels::set_onednn_enabled(previous); }
-};
-
-/// Deterministic values in [-2, 2] on a 1/8 grid: products and short sums are exact in f32,
-/// so the library and the loop must agree exactly with the double reference.
-std::vector<float> grid_values(int64_t n, uint32_t seed) {
-  std::vector<float> v(static_cast<size_t>(n));
-  uint32_t s = seed * 2654435761u + 1;
-  for (auto& x : v) {
-    s = s * 1664525u + 1013904223u;
-    x = static_cast<float>(static_cast<int>((s >> 16) % 33) - 16) / 8.0f;
-  }
-  return v;
-}
-
-Tensor grid(Shape shape, uint32_t seed) {
-  return tensor<float>(grid_values(numel_of(shape), seed), shape);
-}
 
 /// Naive batched matmul in double with numpy broadcasting of the batch dims (rank >= 2).
 std::vector<double> naive_matmul(const Tensor& ta, const Tensor& tb, Shape& out_shape) {

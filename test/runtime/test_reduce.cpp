@@ -8,21 +8,16 @@
 
 #include <kiln/kiln.h>
 
+#include "runtime/tensor_testing.h"
+
 using namespace kiln;
+using namespace kiln::testing;
 
 namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-Tensor iota_f32(int64_t n) {
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    v[static_cast<size_t>(i)] = static_cast<float>(i);
-  return tensor<float>(v);
-}
-
-std::vector<float> vals(const Tensor& t) { return t.to_vector<float>(); }
 std::vector<int64_t> ivals(const Tensor& t) { return t.to_vector<int64_t>(); }
 
 /// Deterministic values in [-1, 1) without depending on the random ops.

@@ -5,20 +5,12 @@
 
 #include <kiln/kiln.h>
 
+#include "runtime/tensor_testing.h"
+
 using namespace kiln;
+using namespace kiln::testing;
 
 namespace {
-
-Tensor iota_f32(int64_t n) {
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    v[static_cast<size_t>(i)] = static_cast<float>(i);
-  return tensor<float>(v);
-}
-
-std::vector<float> vals(const Tensor& t) { return t.to_vector<float>(); }
-
-bool same_storage(const Tensor& a, const Tensor& b) { return a.impl().storage == b.impl().storage; }
 
 } // namespace
 
