@@ -4,7 +4,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <limits>
+#include <sstream>
 
 #include "runtime/ops/dispatch.h"
 
@@ -142,4 +144,16 @@ TEST_CASE("Philox 4x32-10 matches the Random123 known-answer vectors", "[core][r
   CHECK(b == std::array<uint32_t, 4>{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu});
   auto c = philox4x32_10(0x85a308d3243f6a88ULL, 0x0370734413198a2eULL, 0x299f31d0a4093822ULL);
   CHECK(c == std::array<uint32_t, 4>{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u});
+}
+
+TEST_CASE("docs/ops.md documents every primitive of the op table", "[core][docs]") {
+  std::ifstream in(std::string(KILN_TEST_DIR) + "/../docs/ops.md");
+  REQUIRE(in.good());
+  std::stringstream text;
+  text << in.rdbuf();
+  for (int i = 0; i < kNumOps; ++i) {
+    std::string name = "| `" + std::string(schema(static_cast<Op>(i)).name) + "` |";
+    INFO(name);
+    CHECK(text.str().find(name) != std::string::npos);
+  }
 }
