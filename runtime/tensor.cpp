@@ -157,7 +157,13 @@ Tensor& Tensor::mul_(Scalar o) { dispatch_inplace(Op::mul, *this, {*this, wrap_s
 Tensor& Tensor::div_(const Tensor& o) { dispatch_inplace(Op::div, *this, {*this, o}); return *this; }
 Tensor& Tensor::div_(Scalar o) { dispatch_inplace(Op::div, *this, {*this, wrap_scalar(o)}); return *this; }
 Tensor& Tensor::relu_() { dispatch_inplace(Op::relu, *this, {*this}); return *this; }
-Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) { return copy_(kiln::clamp(*this, lo, hi)); }
+Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) {
+  // copy_ would truncate a float result (int clamped to 1.5) silently; in place refuses it.
+  Tensor r = kiln::clamp(*this, lo, hi);
+  KILN_CHECK(can_cast(r.dtype(), dtype()), "clamp_: result type ", r.dtype(),
+             " can't be cast to the desired output type ", dtype());
+  return copy_(r);
+}
 Tensor& Tensor::masked_fill_(const Tensor& m, Scalar v) { return copy_(kiln::masked_fill(*this, m, v)); }
 Tensor& Tensor::fill_(Scalar v) {
   dispatch_inplace(Op::full, *this, {}, Attrs{sizes(), v, dtype()});

@@ -38,7 +38,11 @@ Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) {
              "add: for integral input tensors, argument alpha must not be a floating point number");
   KILN_CHECK(!alpha.is_integral() || rt != DType::bool_,
              "add: boolean alpha only supported for boolean results");
-  return add(a, mul(b, alpha));
+  // b * alpha alone would promote on its own (bool b * 2 is i64, bool b * 2.5 is f32) and
+  // lift the result above result_type(a, b): scale b in the result dtype. A 0-d b beside a
+  // dim-ful a keeps its dtype (and precision), since it can't raise the result.
+  Tensor scaled_b = b.dim() == 0 && a.dim() != 0 ? b : to(b, rt);
+  return add(a, mul(scaled_b, alpha));
 }
 Tensor sub(const Tensor& a, const Tensor& b) { return binary(Op::sub, a, b); }
 Tensor mul(const Tensor& a, const Tensor& b) { return binary(Op::mul, a, b); }
@@ -47,7 +51,9 @@ Tensor floor_divide(const Tensor& a, const Tensor& b) { return binary(Op::floor_
 Tensor remainder(const Tensor& a, const Tensor& b) { return binary(Op::remainder, a, b); }
 Tensor pow(const Tensor& a, const Tensor& b) { return binary(Op::pow, a, b); }
 Tensor pow(const Tensor& a, Scalar b) {
-  KILN_CHECK(!(is_integral(a.dtype()) && b.is_integral() && b.to_int() < 0),
+  // Bool bases count as integers here, as in PyTorch (bool ^ int computes in i64).
+  bool int_base = is_integral(a.dtype()) || a.dtype() == DType::bool_;
+  KILN_CHECK(!(int_base && b.is_integral() && b.to_int() < 0),
              "pow: integers to negative integer powers are not allowed (base ", a.dtype(),
              " with shape ", shape_str(a.sizes()), ", exponent ", b.to_int(), ")");
   return binary(Op::pow, a, wrap_scalar(b));

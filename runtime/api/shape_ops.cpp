@@ -73,7 +73,7 @@ Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length) {
              " of size ", n, " (shape ", shape_str(a.sizes()), ")");
   if (start < 0) start += n;
   KILN_CHECK(length >= 0, "narrow: length must be non-negative, got ", length);
-  KILN_CHECK(start + length <= n, "narrow: start (", start, ") + length (", length,
+  KILN_CHECK(length <= n - start, "narrow: start (", start, ") + length (", length,
              ") exceeds the size ", n, " of dim ", dim, " (shape ", shape_str(a.sizes()), ")");
   return slice(a, d, start, start + length, 1);
 }
@@ -159,7 +159,8 @@ std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim) {
       out.push_back(slice(a, d, 0, 0, 1));
     return out;
   }
-  return split(a, (n + chunks - 1) / chunks, d);
+  // ceil(n / chunks) without overflowing for a huge chunk count.
+  return split(a, n / chunks + (n % chunks != 0 ? 1 : 0), d);
 }
 
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {

@@ -74,10 +74,16 @@ template <typename C> C float_remainder(C x, C y) {
   return mod;
 }
 
-/// Integer power by squaring (wrapping); a negative exponent is an error, as PyTorch.
+/// Integer power by squaring (wrapping). A negative tensor exponent gives the truncated
+/// quotient 1 / base^-exp, as PyTorch's powi: 1 for base 1, ±1 for base -1, else 0 (only a
+/// Scalar exponent is refused, in kiln::pow).
 template <typename C> C int_pow(C base, C exp) {
   if constexpr (std::is_signed_v<C>) {
-    if (exp < 0) fail("pow: integers to negative integer powers are not allowed");
+    if (exp < 0) {
+      if (base == 1) return 1;
+      if (base == -1) return exp % 2 != 0 ? C(-1) : C(1);
+      return 0;
+    }
   }
   using U = std::make_unsigned_t<C>;
   U result = 1, b = static_cast<U>(base);

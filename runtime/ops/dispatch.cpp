@@ -77,6 +77,14 @@ bool same_view(const Tensor& a, const Tensor& b) {
          a.sizes() == b.sizes() && a.strides() == b.strides() && a.dtype() == b.dtype();
 }
 
+/// PyTorch's has_internal_overlap == Yes: a dim of size > 1 with stride 0 (an expanded
+/// view), where several elements share one memory location.
+bool has_internal_overlap(const Tensor& t) {
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.strides()[d] == 0 && t.sizes()[d] > 1) return true;
+  return false;
+}
+
 bool shares_storage(const Tensor& a, const Tensor& b) {
   return a.impl().storage != nullptr && a.impl().storage == b.impl().storage;
 }
@@ -138,11 +146,14 @@ std::vector<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const Attrs&
     s.kernel(inputs, attrs, results);
     return results;
   }
-  for (size_t k = 0; k < metas.size(); ++k) {
-    Device d = metas[k].device;
-    results[k] = make_tensor(metas[k].sizes, metas[k].dtype, d);
-  }
+  // Fresh outputs, unless the kernel writes the out= tensors directly (allocated only then,
+  // so an in-place op on a large tensor does not hold a second one).
+  auto allocate = [&] {
+    for (size_t k = 0; k < metas.size(); ++k)
+      results[k] = make_tensor(metas[k].sizes, metas[k].dtype, metas[k].device);
+  };
   if (out.empty()) {
+    allocate();
     s.kernel(inputs, attrs, results);
     return results;
   }
@@ -152,6 +163,12 @@ std::vector<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const Attrs&
   for (size_t k = 0; k < metas.size(); ++k) {
     KILN_CHECK(out[k].sizes() == metas[k].sizes, s.name, ": output with shape ", shape_str(out[k].sizes()),
                " doesn't match the broadcast shape ", shape_str(metas[k].sizes));
+    // Writing into an expanded view would give its shared elements whichever value came last.
+    // Filling is idempotent, so fill_ on such a view is allowed (as in PyTorch).
+    KILN_CHECK(op == Op::full || !has_internal_overlap(out[k]), s.name,
+               ": unsupported operation: more than one element of the written-to tensor (shape ",
+               shape_str(out[k].sizes()), ", strides ", shape_str(out[k].strides()),
+               ") refers to a single memory location; clone() it first");
     // copy converts between any dtypes itself (copy_ casts, as in PyTorch).
     bool converts = op == Op::copy;
     KILN_CHECK(converts || can_cast(metas[k].dtype, out[k].dtype()), s.name, ": result type ",
@@ -169,6 +186,7 @@ std::vector<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const Attrs&
   } else {
     // The destination overlaps an input in another layout, or needs a cast: compute into
     // fresh outputs first so no input element is overwritten before it is read.
+    allocate();
     s.kernel(inputs, attrs, results);
     for (size_t k = 0; k < metas.size(); ++k) dispatch(Op::copy, std::span<const Tensor>(&results[k], 1), {}, out.subspan(k, 1));
     return std::vector<Tensor>(out.begin(), out.end());

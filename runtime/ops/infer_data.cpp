@@ -136,6 +136,14 @@ std::vector<TensorMeta> infer_pad(std::span<const TensorMeta> in, const Attrs& a
                    !__builtin_add_overflow(n, pads[2 * i + 1], &n) && n >= 0,
                "pad: size ", x.sizes[d], " of dim ", d, " plus padding (", pads[2 * i], ", ",
                pads[2 * i + 1], ") gives a negative size (input shape ", shape_str(x.sizes), ")");
+    // Like PyTorch (which narrows the input by the negative pads), a crop may not remove more
+    // than the dim holds, even when positive padding on the other side would restore the size.
+    int64_t kept = x.sizes[d];
+    if (pads[2 * i] < 0) kept += pads[2 * i];
+    if (kept >= 0 && pads[2 * i + 1] < 0) kept += pads[2 * i + 1];
+    KILN_CHECK(kept >= 0, "pad: negative padding (", pads[2 * i], ", ", pads[2 * i + 1],
+               ") crops more than the size ", x.sizes[d], " of dim ", d, " (input shape ",
+               shape_str(x.sizes), ")");
     sizes[d] = n;
   }
   checked_numel(sizes, "pad");

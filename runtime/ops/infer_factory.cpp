@@ -99,6 +99,11 @@ std::vector<TensorMeta> infer_arange(std::span<const TensorMeta>, const Attrs& a
   // The checks see the bounds in the accumulation type (int64 for integer dtypes: truncated).
   double cs = start.to_double(), ce = end.to_double(), cstep = step.to_double();
   if (is_integral(t)) {
+    // Converting a double outside int64 (or a NaN/Inf step) is undefined in C++; PyTorch's
+    // checked conversion to the int64 accumulation type refuses it.
+    check_fits(start, DType::i64, "arange");
+    check_fits(end, DType::i64, "arange");
+    check_fits(step, DType::i64, "arange");
     cs = static_cast<double>(start.to_int());
     ce = static_cast<double>(end.to_int());
     cstep = static_cast<double>(step.to_int());

@@ -93,8 +93,11 @@ SliceGeometry slice_geometry(IntList sizes, IntList strides, int64_t dim, int64_
   start = std::clamp<int64_t>(start, 0, n);
   end = std::clamp<int64_t>(end, start, n);
   SliceGeometry g{sizes.vec(), strides.vec(), 0};
-  g.sizes[d] = (end - start + step - 1) / step;
-  g.strides[d] = strides[d] * step;
+  // Written so that a huge step (x[0:n:INT64_MAX]) cannot overflow: ceil((end - start) / step).
+  g.sizes[d] = end > start ? (end - start - 1) / step + 1 : 0;
+  // Only a result of at most one element can overflow here (a larger one spans storage that
+  // exists), and its stride is never used: keep the input's then.
+  if (__builtin_mul_overflow(strides[d], step, &g.strides[d])) g.strides[d] = strides[d];
   g.offset = start * strides[d];
   return g;
 }
@@ -180,6 +183,7 @@ std::vector<TensorMeta> infer_expand(std::span<const TensorMeta> in, const Attrs
     sizes[i] = size;
     strides[i] = stride;
   }
+  checked_numel(sizes, "expand");
   return {with_geometry(x, std::move(sizes), std::move(strides))};
 }
 
