@@ -1,6 +1,5 @@
 // Eager `add` of two 16M-element f32 tensors into a preallocated output, as GB/s, beside a
 // plain OpenMP C loop doing the same work in the same run (3 x 64 MB moved per call).
-#include <kiln/kiln.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -8,14 +7,15 @@
 #include <cstdio>
 #include <vector>
 
+#include <kiln/kiln.h>
+
 #include "runtime/ops/dispatch.h"
 
 namespace {
 
-template <typename F>
-double median_seconds(F&& f, int reps) {
+template <typename F> double median_seconds(F&& f, int reps) {
   std::vector<double> t;
-  f();  // warm-up: first touch of pages, thread pool start
+  f(); // warm-up: first touch of pages, thread pool start
   for (int r = 0; r < reps; ++r) {
     auto b = std::chrono::steady_clock::now();
     f();
@@ -25,7 +25,7 @@ double median_seconds(F&& f, int reps) {
   return t[t.size() / 2];
 }
 
-}  // namespace
+} // namespace
 
 int main() {
   using namespace kiln;
@@ -49,7 +49,8 @@ int main() {
   double t_loop = median_seconds(
       [&] {
 #pragma omp parallel for schedule(static)
-        for (int64_t i = 0; i < n; ++i) pc[i] = pa[i] + pb[i];
+        for (int64_t i = 0; i < n; ++i)
+          pc[i] = pa[i] + pb[i];
       },
       reps);
 

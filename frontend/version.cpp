@@ -3,4 +3,4 @@
 
 namespace kiln {
 const char* version() { return KILN_VERSION_STRING; }
-}  // namespace kiln
+} // namespace kiln

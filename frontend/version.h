@@ -6,4 +6,4 @@
 namespace kiln {
 /// "MAJOR.MINOR.PATCH".
 const char* version();
-}  // namespace kiln
+} // namespace kiln

@@ -10,7 +10,7 @@ namespace kiln {
 namespace {
 
 class CpuAllocator final : public Allocator {
- public:
+public:
   void* allocate(size_t nbytes) override {
     if (nbytes == 0) return nullptr;
     size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
@@ -27,13 +27,14 @@ Allocator*& slot(DeviceType t) {
   return slots[static_cast<int>(t)];
 }
 
-}  // namespace
+} // namespace
 
 Allocator& allocator_for(Device d) {
   static CpuAllocator cpu;
   if (d.is_cpu()) return slot(DeviceType::cpu) ? *slot(DeviceType::cpu) : cpu;
   Allocator* a = slot(d.type);
-  KILN_CHECK(a != nullptr, "device ", d, " is not available: kiln was built or run without its backend");
+  KILN_CHECK(a != nullptr, "device ", d,
+             " is not available: kiln was built or run without its backend");
   return *a;
 }
 
@@ -51,4 +52,4 @@ Storage::~Storage() {
   if (allocator_ != nullptr && data_ != nullptr) allocator_->deallocate(data_, nbytes_);
 }
 
-}  // namespace kiln
+} // namespace kiln

@@ -13,7 +13,7 @@ namespace kiln {
 /// Allocates device memory. The CPU allocator returns 64-byte aligned blocks; a CUDA
 /// allocator (loaded with the CUDA backend) registers itself for DeviceType::cuda.
 class Allocator {
- public:
+public:
   virtual ~Allocator() = default;
   virtual void* allocate(size_t nbytes) = 0;
   virtual void deallocate(void* ptr, size_t nbytes) = 0;
@@ -30,9 +30,9 @@ void register_allocator(DeviceType type, Allocator* alloc);
 /// A buffer shared by a tensor and its views. The version counter is shared by all views
 /// of the buffer and bumped by every in-place write (autograd and guards read it).
 class Storage {
- public:
+public:
   Storage(size_t nbytes, Device device);                 // allocates
-  Storage(void* external, size_t nbytes, Device device);  // borrows; never freed
+  Storage(void* external, size_t nbytes, Device device); // borrows; never freed
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -43,12 +43,12 @@ class Storage {
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
- private:
+private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
-  Allocator* allocator_ = nullptr;  // null when borrowed
+  Allocator* allocator_ = nullptr; // null when borrowed
   std::atomic<uint64_t> version_{0};
 };
 
-}  // namespace kiln
+} // namespace kiln

@@ -30,7 +30,8 @@ enum class Owner { kiln, system, user };
 // system's (libc, libstdc++, libgomp under /lib or /usr/lib), or the user's.
 Owner owner_of(uintptr_t pc) {
   Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(pc), &info) == 0 || info.dli_fname == nullptr) return Owner::user;
+  if (dladdr(reinterpret_cast<void*>(pc), &info) == 0 || info.dli_fname == nullptr)
+    return Owner::user;
   std::string_view path(info.dli_fname);
   std::string_view name = path;
   auto slash = name.rfind('/');
@@ -54,7 +55,8 @@ std::string describe_pc(uintptr_t pc) {
   }
   if (info.dli_fname == nullptr) return "";
   char offset[32];
-  std::snprintf(offset, sizeof offset, "+0x%zx", static_cast<size_t>(pc - reinterpret_cast<uintptr_t>(info.dli_fbase)));
+  std::snprintf(offset, sizeof offset, "+0x%zx",
+                static_cast<size_t>(pc - reinterpret_cast<uintptr_t>(info.dli_fbase)));
   return std::string(info.dli_fname) + offset;
 }
 
@@ -82,13 +84,13 @@ backtrace_state* state() {
 int on_frame(void* data, uintptr_t pc, const char* file, int line, const char*) {
   auto* found = static_cast<std::string*>(data);
   if (pc == 0 || pc == UINTPTR_MAX || owner_of(pc) != Owner::user) return 0;
-  if (file != nullptr && file_is_library(file)) return 0;  // a kiln or std header inlined here
+  if (file != nullptr && file_is_library(file)) return 0; // a kiln or std header inlined here
   *found = file != nullptr ? std::string(file) + ":" + std::to_string(line) : describe_pc(pc);
   return 1;
 }
 #endif
 
-}  // namespace
+} // namespace
 
 std::string user_call_site() {
 #ifdef KILN_HAVE_BACKTRACE
@@ -107,4 +109,4 @@ std::string user_call_site() {
   return "";
 }
 
-}  // namespace kiln
+} // namespace kiln

@@ -10,4 +10,4 @@ namespace kiln {
 /// no default argument can carry a location (`if (t)`, `std::cout << t`, `a + b`).
 std::string user_call_site();
 
-}  // namespace kiln
+} // namespace kiln

@@ -27,4 +27,4 @@ Device Device::parse(const std::string& s) {
 
 std::ostream& operator<<(std::ostream& os, Device d) { return os << d.str(); }
 
-}  // namespace kiln
+} // namespace kiln

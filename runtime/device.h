@@ -26,4 +26,4 @@ struct Device {
 
 std::ostream& operator<<(std::ostream& os, Device d);
 
-}  // namespace kiln
+} // namespace kiln

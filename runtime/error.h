@@ -12,7 +12,7 @@ namespace kiln {
 /// A user error: bad shapes, an unsupported dtype, a corrupt file. The message is lower case,
 /// names the op and the shapes, and ends with the user's call site when one is known.
 class Error : public std::exception {
- public:
+public:
   /// Builds the error and appends " (at FILE:LINE)" for the first stack frame outside kiln.
   explicit Error(std::string message);
   /// Builds the error without looking up a call site (for errors about files, not calls).
@@ -24,7 +24,7 @@ class Error : public std::exception {
   /// "file:line" of the user's call, or empty when it could not be found.
   const std::string& location() const { return location_; }
 
- private:
+private:
   struct NoLocation {};
   Error(std::string message, NoLocation);
   std::string message_;
@@ -36,37 +36,35 @@ namespace detail {
 [[noreturn]] void assert_fail(const char* cond, const char* file, int line, const std::string& msg);
 
 /// Streams every argument into one string: str("shape ", s, " and ", t).
-template <typename... Args>
-std::string str(const Args&... args) {
+template <typename... Args> std::string str(const Args&... args) {
   std::ostringstream os;
   (os << ... << args);
   return os.str();
 }
-}  // namespace detail
+} // namespace detail
 
 /// Throws kiln::Error with the streamed message when cond is false.
-#define KILN_CHECK(cond, ...)                                  \
-  do {                                                         \
-    if (!(cond)) [[unlikely]]                                  \
-      throw ::kiln::Error(::kiln::detail::str(__VA_ARGS__));   \
+#define KILN_CHECK(cond, ...)                                                                      \
+  do {                                                                                             \
+    if (!(cond)) [[unlikely]]                                                                      \
+      throw ::kiln::Error(::kiln::detail::str(__VA_ARGS__));                                       \
   } while (0)
 
 /// An internal invariant; failing it is a bug in kiln, never a user mistake.
-#define KILN_ASSERT(cond, ...)                                                             \
-  do {                                                                                     \
-    if (!(cond)) [[unlikely]]                                                              \
-      ::kiln::detail::assert_fail(#cond, __FILE__, __LINE__, ::kiln::detail::str(__VA_ARGS__)); \
+#define KILN_ASSERT(cond, ...)                                                                     \
+  do {                                                                                             \
+    if (!(cond)) [[unlikely]]                                                                      \
+      ::kiln::detail::assert_fail(#cond, __FILE__, __LINE__, ::kiln::detail::str(__VA_ARGS__));    \
   } while (0)
 
 #define KILN_UNREACHABLE(msg) ::kiln::detail::assert_fail("unreachable", __FILE__, __LINE__, msg)
 
 /// A value or the user error that prevented it; used inside the compiler where failure is
 /// an expected outcome (parsing, verification, passes).
-template <typename T>
-class [[nodiscard]] Expected {
- public:
-  Expected(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
-  Expected(Error err) : v_(std::move(err)) {}  // NOLINT(google-explicit-constructor)
+template <typename T> class [[nodiscard]] Expected {
+public:
+  Expected(T value) : v_(std::move(value)) {} // NOLINT(google-explicit-constructor)
+  Expected(Error err) : v_(std::move(err)) {} // NOLINT(google-explicit-constructor)
   explicit operator bool() const { return v_.index() == 0; }
   T& operator*() { return value(); }
   T* operator->() { return &value(); }
@@ -76,24 +74,23 @@ class [[nodiscard]] Expected {
   }
   const Error& error() const { return std::get<Error>(v_); }
 
- private:
+private:
   std::variant<T, Error> v_;
 };
 
-template <>
-class [[nodiscard]] Expected<void> {
- public:
+template <> class [[nodiscard]] Expected<void> {
+public:
   Expected() = default;
-  Expected(Error err) : err_(std::move(err)), ok_(false) {}  // NOLINT(google-explicit-constructor)
+  Expected(Error err) : err_(std::move(err)), ok_(false) {} // NOLINT(google-explicit-constructor)
   explicit operator bool() const { return ok_; }
   void value() const {
     if (!ok_) throw err_;
   }
   const Error& error() const { return err_; }
 
- private:
+private:
   Error err_ = Error::without_location("");
   bool ok_ = true;
 };
 
-}  // namespace kiln
+} // namespace kiln

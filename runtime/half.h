@@ -13,16 +13,17 @@ constexpr uint16_t float_to_half_bits(float f) {
   uint32_t x = std::bit_cast<uint32_t>(f);
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t abs = x & 0x7fffffffu;
-  if (abs >= 0x7f800000u)  // Inf or NaN
-    return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u | ((abs >> 13) & 0x3ffu) : 0u));
-  if (abs >= 0x477ff000u)  // rounds to >= 65520: overflow to Inf
+  if (abs >= 0x7f800000u) // Inf or NaN
+    return static_cast<uint16_t>(sign | 0x7c00u |
+                                 (abs > 0x7f800000u ? 0x200u | ((abs >> 13) & 0x3ffu) : 0u));
+  if (abs >= 0x477ff000u) // rounds to >= 65520: overflow to Inf
     return static_cast<uint16_t>(sign | 0x7c00u);
-  if (abs < 0x38800000u) {  // below the smallest normal half (2^-14): denormal or zero
+  if (abs < 0x38800000u) { // below the smallest normal half (2^-14): denormal or zero
     // The half denormal is round(f / 2^-24) = round(mant * 2^(e - 126)).
     uint32_t e = abs >> 23;
-    if (e < 102) return static_cast<uint16_t>(sign);  // below half of the smallest denormal
+    if (e < 102) return static_cast<uint16_t>(sign); // below half of the smallest denormal
     uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-    uint32_t shift = 126u - e;  // 14..24
+    uint32_t shift = 126u - e; // 14..24
     uint32_t res = mant >> shift;
     uint32_t rem = mant & ((1u << shift) - 1u);
     uint32_t halfway = 1u << (shift - 1u);
@@ -47,7 +48,7 @@ constexpr float half_bits_to_float(uint16_t h) {
   } else if (exp == 0) {
     if (mant == 0) {
       bits = sign;
-    } else {  // denormal: normalise
+    } else { // denormal: normalise
       int e = -1;
       do {
         ++e;
@@ -76,25 +77,26 @@ constexpr float bf16_bits_to_float(uint16_t b) {
 struct Half {
   uint16_t bits = 0;
   constexpr Half() = default;
-  constexpr Half(float f) : bits(float_to_half_bits(f)) {}  // NOLINT(google-explicit-constructor)
+  constexpr Half(float f) : bits(float_to_half_bits(f)) {} // NOLINT(google-explicit-constructor)
   static constexpr Half from_bits(uint16_t b) {
     Half h;
     h.bits = b;
     return h;
   }
-  constexpr operator float() const { return half_bits_to_float(bits); }  // NOLINT
+  constexpr operator float() const { return half_bits_to_float(bits); } // NOLINT
 };
 
 struct BFloat16 {
   uint16_t bits = 0;
   constexpr BFloat16() = default;
-  constexpr BFloat16(float f) : bits(float_to_bf16_bits(f)) {}  // NOLINT(google-explicit-constructor)
+  constexpr BFloat16(float f)
+      : bits(float_to_bf16_bits(f)) {} // NOLINT(google-explicit-constructor)
   static constexpr BFloat16 from_bits(uint16_t b) {
     BFloat16 h;
     h.bits = b;
     return h;
   }
-  constexpr operator float() const { return bf16_bits_to_float(bits); }  // NOLINT
+  constexpr operator float() const { return bf16_bits_to_float(bits); } // NOLINT
 };
 
-}  // namespace kiln
+} // namespace kiln

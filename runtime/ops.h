@@ -37,13 +37,12 @@ Tensor full_like(const Tensor& t, Scalar value);
 Tensor rand_like(const Tensor& t);
 Tensor randn_like(const Tensor& t);
 /// A tensor holding these values; shape defaults to {values.size()}.
-template <typename T>
-Tensor tensor(const std::vector<T>& values, IntList shape = {});
-template <typename T>
-Tensor tensor(std::initializer_list<T> values) { return tensor(std::vector<T>(values)); }
+template <typename T> Tensor tensor(const std::vector<T>& values, IntList shape = {});
+template <typename T> Tensor tensor(std::initializer_list<T> values) {
+  return tensor(std::vector<T>(values));
+}
 /// A 0-d tensor holding one number, with the scalar's default dtype or the given one.
 Tensor scalar_tensor(Scalar v, std::optional<DType> dtype = std::nullopt);
-
 
 // ---- pointwise (broadcasting, PyTorch type promotion incl. scalar operands) ----
 Tensor add(const Tensor& a, const Tensor& b);
@@ -58,8 +57,8 @@ Tensor floor_divide(const Tensor& a, const Tensor& b);
 Tensor remainder(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, Scalar b);
-Tensor maximum(const Tensor& a, const Tensor& b);  // NaN propagates
-Tensor minimum(const Tensor& a, const Tensor& b);  // NaN propagates
+Tensor maximum(const Tensor& a, const Tensor& b); // NaN propagates
+Tensor minimum(const Tensor& a, const Tensor& b); // NaN propagates
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
 Tensor lt(const Tensor& a, const Tensor& b);
@@ -79,14 +78,14 @@ Tensor sin(const Tensor& a);
 Tensor cos(const Tensor& a);
 Tensor tanh(const Tensor& a);
 Tensor sigmoid(const Tensor& a);
-Tensor relu(const Tensor& a);  // relu(NaN) = NaN
+Tensor relu(const Tensor& a); // relu(NaN) = NaN
 /// GELU; approximate = "none" (erf) or "tanh".
 Tensor gelu(const Tensor& a, const std::string& approximate = "none");
 Tensor silu(const Tensor& a);
 Tensor erf(const Tensor& a);
 Tensor floor(const Tensor& a);
 Tensor ceil(const Tensor& a);
-Tensor round(const Tensor& a);  // half to even, as PyTorch
+Tensor round(const Tensor& a); // half to even, as PyTorch
 Tensor clamp(const Tensor& a, std::optional<Scalar> min, std::optional<Scalar> max);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, Scalar b);
@@ -96,8 +95,8 @@ Tensor tril(const Tensor& a, int64_t diagonal = 0);
 Tensor triu(const Tensor& a, int64_t diagonal = 0);
 
 // Scalar overloads of the binary ops (the scalar is a weak operand in promotion).
-#define KILN_SCALAR_OVERLOADS(name)                  \
-  Tensor name(const Tensor& a, Scalar b);            \
+#define KILN_SCALAR_OVERLOADS(name)                                                                \
+  Tensor name(const Tensor& a, Scalar b);                                                          \
   Tensor name(Scalar a, const Tensor& b);
 KILN_SCALAR_OVERLOADS(add)
 KILN_SCALAR_OVERLOADS(sub)
@@ -131,8 +130,8 @@ Tensor operator>(const Tensor& a, const Tensor& b);
 Tensor operator>=(const Tensor& a, const Tensor& b);
 Tensor operator&&(const Tensor& a, const Tensor& b);
 Tensor operator||(const Tensor& a, const Tensor& b);
-#define KILN_SCALAR_OPERATOR(op)                      \
-  Tensor operator op(const Tensor& a, Scalar b);      \
+#define KILN_SCALAR_OPERATOR(op)                                                                   \
+  Tensor operator op(const Tensor& a, Scalar b);                                                   \
   Tensor operator op(Scalar a, const Tensor& b);
 KILN_SCALAR_OPERATOR(+)
 KILN_SCALAR_OPERATOR(-)
@@ -148,10 +147,11 @@ KILN_SCALAR_OPERATOR(>=)
 #undef KILN_SCALAR_OPERATOR
 
 // ---- reductions (dims may be negative; empty dims = all) ----
-Tensor sum(const Tensor& a, IntList dims = {}, bool keepdim = false, std::optional<DType> dtype = std::nullopt);
+Tensor sum(const Tensor& a, IntList dims = {}, bool keepdim = false,
+           std::optional<DType> dtype = std::nullopt);
 Tensor mean(const Tensor& a, IntList dims = {}, bool keepdim = false);
-Tensor max(const Tensor& a, IntList dims = {}, bool keepdim = false);  // NaN propagates
-Tensor min(const Tensor& a, IntList dims = {}, bool keepdim = false);  // NaN propagates
+Tensor max(const Tensor& a, IntList dims = {}, bool keepdim = false); // NaN propagates
+Tensor min(const Tensor& a, IntList dims = {}, bool keepdim = false); // NaN propagates
 Tensor amax(const Tensor& a, IntList dims = {}, bool keepdim = false);
 Tensor amin(const Tensor& a, IntList dims = {}, bool keepdim = false);
 Tensor prod(const Tensor& a, IntList dims = {}, bool keepdim = false);
@@ -210,12 +210,14 @@ Tensor dropout(const Tensor& x, double p, bool training);
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor one_hot(const Tensor& indices, int64_t num_classes);
 /// Logits [N, C] (or [N, C, ...]) and class indices [N]; reduction "mean", "sum" or "none".
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::string& reduction = "mean");
+Tensor cross_entropy(const Tensor& logits, const Tensor& target,
+                     const std::string& reduction = "mean");
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
 /// softmax(q k^T * scale + mask) v over the last two dims; is_causal masks the future.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& attn_mask = {}, double dropout_p = 0.0,
-                                    bool is_causal = false, std::optional<double> scale = std::nullopt);
+                                    bool is_causal = false,
+                                    std::optional<double> scale = std::nullopt);
 
 // ---- data movement ----
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
@@ -238,4 +240,4 @@ void manual_seed(uint64_t seed);
 void set_num_threads(int n);
 int get_num_threads();
 
-}  // namespace kiln
+} // namespace kiln

@@ -14,7 +14,8 @@ namespace kiln {
 
 bool in_parallel_region() { return omp_in_parallel() != 0; }
 
-void parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void parallel_for(int64_t begin, int64_t end, int64_t grain,
+                  const std::function<void(int64_t, int64_t)>& fn) {
   int64_t n = end - begin;
   if (n <= 0) return;
   int threads = omp_get_max_threads();
@@ -26,7 +27,7 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function
   std::exception_ptr error;
   std::mutex error_mutex;
   bool worker_error = false;
-#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static, 1)
+#pragma omp parallel for num_threads(static_cast <int>(chunks)) schedule(static, 1)
   for (int64_t c = 0; c < chunks; ++c) {
     int64_t b = begin + n * c / chunks;
     int64_t e = begin + n * (c + 1) / chunks;
@@ -60,4 +61,4 @@ void set_num_threads(int n) {
 
 int get_num_threads() { return omp_get_max_threads(); }
 
-}  // namespace kiln
+} // namespace kiln

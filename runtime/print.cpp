@@ -49,7 +49,7 @@ Value read(const Tensor& t, int64_t offset) {
     using T = decltype(tag);
     const char* p = base + offset * static_cast<int64_t>(sizeof(T));
     if constexpr (std::is_same_v<T, bool>) {
-      v.i = *reinterpret_cast<const uint8_t*>(p) != 0;  // any nonzero byte reads as true
+      v.i = *reinterpret_cast<const uint8_t*>(p) != 0; // any nonzero byte reads as true
     } else if constexpr (std::is_integral_v<T>) {
       T x;
       std::memcpy(&x, p, sizeof(T));
@@ -67,11 +67,14 @@ Value read(const Tensor& t, int64_t offset) {
 std::vector<int64_t> printed_indices(int64_t size, bool summarize) {
   std::vector<int64_t> idx;
   if (summarize && size > 2 * kEdgeItems) {
-    for (int64_t i = 0; i < kEdgeItems; ++i) idx.push_back(i);
+    for (int64_t i = 0; i < kEdgeItems; ++i)
+      idx.push_back(i);
     idx.push_back(-1);
-    for (int64_t i = size - kEdgeItems; i < size; ++i) idx.push_back(i);
+    for (int64_t i = size - kEdgeItems; i < size; ++i)
+      idx.push_back(i);
   } else {
-    for (int64_t i = 0; i < size; ++i) idx.push_back(i);
+    for (int64_t i = 0; i < size; ++i)
+      idx.push_back(i);
   }
   return idx;
 }
@@ -101,10 +104,11 @@ std::string nonfinite(double v) {
 
 /// PyTorch's _Formatter: picks the notation and the common width from the printed values.
 class Formatter {
- public:
+public:
   Formatter(Kind kind, const std::vector<Value>& values) : kind_(kind) {
     if (kind_ != Kind::floating) {
-      for (const Value& v : values) width_ = std::max(width_, format_plain(v).size());
+      for (const Value& v : values)
+        width_ = std::max(width_, format_plain(v).size());
       return;
     }
     std::vector<double> finite;
@@ -123,7 +127,7 @@ class Formatter {
       sci_mode_ = hi / lo > 1000.0 || hi > 1.0e8 || lo < 1.0e-4;
     }
     for (double x : finite) {
-      std::string s = sci_mode_ ? format_double("%.4e", x)
+      std::string s = sci_mode_   ? format_double("%.4e", x)
                       : int_mode_ ? format_double("%.0f", x) + "."
                                   : format_double("%.4f", x);
       width_ = std::max(width_, s.size());
@@ -138,7 +142,7 @@ class Formatter {
     return s;
   }
 
- private:
+private:
   std::string format_plain(const Value& v) const {
     if (kind_ == Kind::boolean) return v.i ? "True" : "False";
     return std::to_string(v.i);
@@ -167,7 +171,7 @@ std::string tensor_body(const Tensor& t, int64_t dim, int64_t offset, int64_t in
   std::vector<int64_t> idx = printed_indices(t.size(dim), summarize);
   std::string out = "[";
   if (dim == rank - 1) {
-    auto width = static_cast<int64_t>(fmt.width()) + 2;  // element plus ", "
+    auto width = static_cast<int64_t>(fmt.width()) + 2; // element plus ", "
     int64_t per_line = std::max<int64_t>(1, (kLineWidth - indent) / width);
     for (size_t k = 0; k < idx.size(); ++k) {
       if (k > 0) {
@@ -227,7 +231,7 @@ std::string add_suffixes(std::string body, const std::vector<std::string>& suffi
   return body + ")";
 }
 
-}  // namespace
+} // namespace
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "tensor(<undefined>)";
@@ -235,8 +239,8 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   const auto indent = static_cast<int64_t>(prefix.size());
   std::vector<std::string> suffixes;
   if (!t.device().is_cpu()) suffixes.push_back("device='" + t.device().str() + "'");
-  bool default_dtype = t.dtype() == DType::f32 || t.dtype() == DType::i64 ||
-                       t.dtype() == DType::bool_;
+  bool default_dtype =
+      t.dtype() == DType::f32 || t.dtype() == DType::i64 || t.dtype() == DType::bool_;
   std::string body;
   if (t.is_traced()) {
     // A traced tensor is a value of a pending graph: only its metadata exists.
@@ -261,4 +265,4 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   return os << add_suffixes(prefix + body, suffixes, indent);
 }
 
-}  // namespace kiln
+} // namespace kiln

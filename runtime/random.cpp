@@ -57,4 +57,4 @@ Generator& default_generator() {
 
 void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 
-}  // namespace kiln
+} // namespace kiln

@@ -35,7 +35,7 @@ struct PhiloxState {
 };
 
 class Generator {
- public:
+public:
   explicit Generator(uint64_t seed = 0x853c49e6748fea9bULL) : seed_(seed) {}
   void manual_seed(uint64_t seed);
   uint64_t seed() const;
@@ -43,7 +43,7 @@ class Generator {
   /// Reserves `blocks` consecutive Philox blocks and returns where they start.
   PhiloxState reserve(uint64_t blocks);
 
- private:
+private:
   mutable std::mutex mu_;
   uint64_t seed_;
   uint64_t offset_ = 0;
@@ -52,4 +52,4 @@ class Generator {
 /// The process-wide generator used by rand/randn/randint/dropout.
 Generator& default_generator();
 
-}  // namespace kiln
+} // namespace kiln

@@ -9,11 +9,11 @@
 namespace kiln {
 
 class Scalar {
- public:
+public:
   enum class Kind : uint8_t { floating, integral, boolean };
 
   template <typename T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>
-  Scalar(T v) {  // NOLINT(google-explicit-constructor)
+  Scalar(T v) { // NOLINT(google-explicit-constructor)
     if constexpr (std::is_same_v<T, bool>) {
       kind_ = Kind::boolean;
       i_ = v ? 1 : 0;
@@ -28,8 +28,8 @@ class Scalar {
       d_ = static_cast<double>(v);
     }
   }
-  Scalar(Half v) : Scalar(static_cast<float>(v)) {}      // NOLINT(google-explicit-constructor)
-  Scalar(BFloat16 v) : Scalar(static_cast<float>(v)) {}  // NOLINT(google-explicit-constructor)
+  Scalar(Half v) : Scalar(static_cast<float>(v)) {}     // NOLINT(google-explicit-constructor)
+  Scalar(BFloat16 v) : Scalar(static_cast<float>(v)) {} // NOLINT(google-explicit-constructor)
 
   Kind kind() const { return kind_; }
   bool is_floating() const { return kind_ == Kind::floating; }
@@ -40,13 +40,15 @@ class Scalar {
   /// The dtype a tensor made from this scalar alone gets: f32, i64 or bool (PyTorch's defaults
   /// for Python numbers... f32 for floats, as torch.get_default_dtype()).
   DType default_dtype() const {
-    return kind_ == Kind::floating ? kDefaultFloat : kind_ == Kind::integral ? DType::i64 : DType::bool_;
+    return kind_ == Kind::floating   ? kDefaultFloat
+           : kind_ == Kind::integral ? DType::i64
+                                     : DType::bool_;
   }
 
- private:
+private:
   double d_ = 0;
   int64_t i_ = 0;
   Kind kind_ = Kind::floating;
 };
 
-}  // namespace kiln
+} // namespace kiln

@@ -29,7 +29,8 @@ int64_t checked_numel(IntList sizes, const char* op) {
 
 int64_t numel_of(IntList sizes) {
   int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
+  for (int64_t s : sizes)
+    n *= s;
   return n;
 }
 
@@ -58,7 +59,7 @@ Shape broadcast_shapes(IntList a, IntList b, const char* op) {
 }
 
 int64_t wrap_dim(int64_t dim, int64_t rank, const char* op) {
-  int64_t r = rank == 0 ? 1 : rank;  // a 0-d tensor accepts dim 0 and -1, as in PyTorch
+  int64_t r = rank == 0 ? 1 : rank; // a 0-d tensor accepts dim 0 and -1, as in PyTorch
   KILN_CHECK(dim >= -r && dim < r, op, ": dim ", dim, " is out of range for a tensor of rank ",
              rank, " (expected in [", -r, ", ", r - 1, "])");
   return dim < 0 ? dim + r : dim;
@@ -75,4 +76,4 @@ std::string shape_str(IntList s) {
 
 std::ostream& operator<<(std::ostream& os, const Shape& s) { return os << shape_str(s); }
 
-}  // namespace kiln
+} // namespace kiln

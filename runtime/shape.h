@@ -16,18 +16,19 @@ using Shape = std::vector<int64_t>;
 /// A borrowed list of int64 (sizes, dims, strides) for parameters: binds to a braced list
 /// `{2, 3}`, a Shape or a span without copying. Valid for the full expression of the call.
 class IntList {
- public:
+public:
   constexpr IntList() = default;
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Winit-list-lifetime"  // borrowed for the call, by design
+#pragma GCC diagnostic ignored "-Winit-list-lifetime" // borrowed for the call, by design
 #endif
-  constexpr IntList(std::initializer_list<int64_t> l) : data_(l.begin()), size_(l.size()) {}  // NOLINT
+  constexpr IntList(std::initializer_list<int64_t> l)
+      : data_(l.begin()), size_(l.size()) {} // NOLINT
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
-  IntList(const std::vector<int64_t>& v) : data_(v.data()), size_(v.size()) {}  // NOLINT
-  constexpr IntList(std::span<const int64_t> s) : data_(s.data()), size_(s.size()) {}  // NOLINT
+  IntList(const std::vector<int64_t>& v) : data_(v.data()), size_(v.size()) {}        // NOLINT
+  constexpr IntList(std::span<const int64_t> s) : data_(s.data()), size_(s.size()) {} // NOLINT
   constexpr IntList(const int64_t* data, size_t size) : data_(data), size_(size) {}
 
   constexpr const int64_t* data() const { return data_; }
@@ -46,7 +47,7 @@ class IntList {
     return true;
   }
 
- private:
+private:
   const int64_t* data_ = nullptr;
   size_t size_ = 0;
 };
@@ -68,4 +69,4 @@ std::string shape_str(IntList s);
 
 std::ostream& operator<<(std::ostream& os, const Shape& s);
 
-}  // namespace kiln
+} // namespace kiln

@@ -24,8 +24,10 @@ void* Tensor::raw_data() const {
 }
 
 Tensor& Tensor::requires_grad_(bool r) {
-  KILN_CHECK(!r || is_floating(dtype()), "requires_grad_: only floating-point tensors can require "
-             "gradients, got ", dtype());
+  KILN_CHECK(!r || is_floating(dtype()),
+             "requires_grad_: only floating-point tensors can require "
+             "gradients, got ",
+             dtype());
   impl().requires_grad = r;
   return *this;
 }
@@ -33,29 +35,28 @@ Tensor& Tensor::requires_grad_(bool r) {
 Tensor Tensor::grad() const { return Tensor(impl().grad); }
 void Tensor::set_grad(const Tensor& g) { impl().grad = g.impl_ptr(); }
 
-template <typename T>
-T Tensor::item() const {
+template <typename T> T Tensor::item() const {
   KILN_CHECK(numel() == 1, "item: a tensor with ", numel(), " elements (shape ", shape_str(sizes()),
              ") cannot be converted to a scalar");
   return to_vector<T>()[0];
 }
 
-template <typename T>
-std::vector<T> Tensor::to_vector() const {
+template <typename T> std::vector<T> Tensor::to_vector() const {
   Tensor c = kiln::to(*this, dtype_of_v<T>).contiguous();
   std::vector<T> out(static_cast<size_t>(c.numel()));
   if (out.empty()) return out;
-  if constexpr (std::is_same_v<T, bool>) {  // std::vector<bool> packs bits
+  if constexpr (std::is_same_v<T, bool>) { // std::vector<bool> packs bits
     const auto* p = static_cast<const uint8_t*>(c.raw_data());
-    for (size_t i = 0; i < out.size(); ++i) out[i] = p[i] != 0;
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i] = p[i] != 0;
   } else {
     std::memcpy(static_cast<void*>(out.data()), c.raw_data(), out.size() * sizeof(T));
   }
   return out;
 }
 
-#define KILN_INSTANTIATE(T)                          \
-  template T Tensor::item<T>() const;                \
+#define KILN_INSTANTIATE(T)                                                                        \
+  template T Tensor::item<T>() const;                                                              \
   template std::vector<T> Tensor::to_vector<T>() const;
 KILN_FOR_EACH_ELEMENT_TYPE(KILN_INSTANTIATE)
 #undef KILN_INSTANTIATE
@@ -79,8 +80,12 @@ Tensor Tensor::expand(IntList s) const { return kiln::expand(*this, s); }
 Tensor Tensor::unsqueeze(int64_t d) const { return kiln::unsqueeze(*this, d); }
 Tensor Tensor::squeeze() const { return kiln::squeeze(*this); }
 Tensor Tensor::squeeze(int64_t d) const { return kiln::squeeze(*this, d); }
-Tensor Tensor::slice(int64_t d, int64_t s, int64_t e, int64_t st) const { return kiln::slice(*this, d, s, e, st); }
-Tensor Tensor::narrow(int64_t d, int64_t s, int64_t l) const { return kiln::narrow(*this, d, s, l); }
+Tensor Tensor::slice(int64_t d, int64_t s, int64_t e, int64_t st) const {
+  return kiln::slice(*this, d, s, e, st);
+}
+Tensor Tensor::narrow(int64_t d, int64_t s, int64_t l) const {
+  return kiln::narrow(*this, d, s, l);
+}
 Tensor Tensor::select(int64_t d, int64_t index) const {
   int64_t dd = wrap_dim(d, dim(), "select");
   int64_t n = size(dd);
@@ -100,7 +105,8 @@ Tensor Tensor::detach() const {
 Tensor Tensor::to(DType t) const { return kiln::to(*this, t); }
 Tensor Tensor::to(Device d) const {
   if (d == device()) return *this;
-  KILN_CHECK(false, "to: copies between ", device(), " and ", d, " need the CUDA backend, which is not loaded");
+  KILN_CHECK(false, "to: copies between ", device(), " and ", d,
+             " need the CUDA backend, which is not loaded");
   return *this;
 }
 Tensor Tensor::clone() const { return kiln::clone(*this); }
@@ -129,8 +135,12 @@ Tensor Tensor::erf() const { return kiln::erf(*this); }
 Tensor Tensor::floor() const { return kiln::floor(*this); }
 Tensor Tensor::ceil() const { return kiln::ceil(*this); }
 Tensor Tensor::round() const { return kiln::round(*this); }
-Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const { return kiln::clamp(*this, lo, hi); }
-Tensor Tensor::masked_fill(const Tensor& m, Scalar v) const { return kiln::masked_fill(*this, m, v); }
+Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const {
+  return kiln::clamp(*this, lo, hi);
+}
+Tensor Tensor::masked_fill(const Tensor& m, Scalar v) const {
+  return kiln::masked_fill(*this, m, v);
+}
 
 // ---- reductions ----
 Tensor Tensor::sum(IntList d, bool k) const { return kiln::sum(*this, d, k); }
@@ -148,15 +158,42 @@ Tensor Tensor::log_softmax(int64_t d) const { return kiln::log_softmax(*this, d)
 Tensor Tensor::matmul(const Tensor& o) const { return kiln::matmul(*this, o); }
 
 // ---- in place ----
-Tensor& Tensor::add_(const Tensor& o) { dispatch_inplace(Op::add, *this, {*this, o}); return *this; }
-Tensor& Tensor::add_(Scalar o) { dispatch_inplace(Op::add, *this, {*this, wrap_scalar(o)}); return *this; }
-Tensor& Tensor::sub_(const Tensor& o) { dispatch_inplace(Op::sub, *this, {*this, o}); return *this; }
-Tensor& Tensor::sub_(Scalar o) { dispatch_inplace(Op::sub, *this, {*this, wrap_scalar(o)}); return *this; }
-Tensor& Tensor::mul_(const Tensor& o) { dispatch_inplace(Op::mul, *this, {*this, o}); return *this; }
-Tensor& Tensor::mul_(Scalar o) { dispatch_inplace(Op::mul, *this, {*this, wrap_scalar(o)}); return *this; }
-Tensor& Tensor::div_(const Tensor& o) { dispatch_inplace(Op::div, *this, {*this, o}); return *this; }
-Tensor& Tensor::div_(Scalar o) { dispatch_inplace(Op::div, *this, {*this, wrap_scalar(o)}); return *this; }
-Tensor& Tensor::relu_() { dispatch_inplace(Op::relu, *this, {*this}); return *this; }
+Tensor& Tensor::add_(const Tensor& o) {
+  dispatch_inplace(Op::add, *this, {*this, o});
+  return *this;
+}
+Tensor& Tensor::add_(Scalar o) {
+  dispatch_inplace(Op::add, *this, {*this, wrap_scalar(o)});
+  return *this;
+}
+Tensor& Tensor::sub_(const Tensor& o) {
+  dispatch_inplace(Op::sub, *this, {*this, o});
+  return *this;
+}
+Tensor& Tensor::sub_(Scalar o) {
+  dispatch_inplace(Op::sub, *this, {*this, wrap_scalar(o)});
+  return *this;
+}
+Tensor& Tensor::mul_(const Tensor& o) {
+  dispatch_inplace(Op::mul, *this, {*this, o});
+  return *this;
+}
+Tensor& Tensor::mul_(Scalar o) {
+  dispatch_inplace(Op::mul, *this, {*this, wrap_scalar(o)});
+  return *this;
+}
+Tensor& Tensor::div_(const Tensor& o) {
+  dispatch_inplace(Op::div, *this, {*this, o});
+  return *this;
+}
+Tensor& Tensor::div_(Scalar o) {
+  dispatch_inplace(Op::div, *this, {*this, wrap_scalar(o)});
+  return *this;
+}
+Tensor& Tensor::relu_() {
+  dispatch_inplace(Op::relu, *this, {*this});
+  return *this;
+}
 Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) {
   // copy_ would truncate a float result (int clamped to 1.5) silently; in place refuses it.
   Tensor r = kiln::clamp(*this, lo, hi);
@@ -164,7 +201,9 @@ Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) {
              " can't be cast to the desired output type ", dtype());
   return copy_(r);
 }
-Tensor& Tensor::masked_fill_(const Tensor& m, Scalar v) { return copy_(kiln::masked_fill(*this, m, v)); }
+Tensor& Tensor::masked_fill_(const Tensor& m, Scalar v) {
+  return copy_(kiln::masked_fill(*this, m, v));
+}
 Tensor& Tensor::fill_(Scalar v) {
   dispatch_inplace(Op::full, *this, {}, Attrs{sizes(), v, dtype()});
   return *this;
@@ -176,4 +215,4 @@ Tensor& Tensor::copy_(const Tensor& src) {
   return *this;
 }
 
-}  // namespace kiln
+} // namespace kiln

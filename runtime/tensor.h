@@ -20,15 +20,27 @@ struct TensorOptions {
   Device device_ = Device::cpu();
   bool requires_grad_ = false;
   TensorOptions() = default;
-  TensorOptions(DType t) : dtype_(t) {}  // NOLINT(google-explicit-constructor)
-  TensorOptions(Device d) : device_(d) {}  // NOLINT(google-explicit-constructor)
-  TensorOptions dtype(DType t) const { auto o = *this; o.dtype_ = t; return o; }
-  TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
-  TensorOptions requires_grad(bool r = true) const { auto o = *this; o.requires_grad_ = r; return o; }
+  TensorOptions(DType t) : dtype_(t) {}   // NOLINT(google-explicit-constructor)
+  TensorOptions(Device d) : device_(d) {} // NOLINT(google-explicit-constructor)
+  TensorOptions dtype(DType t) const {
+    auto o = *this;
+    o.dtype_ = t;
+    return o;
+  }
+  TensorOptions device(Device d) const {
+    auto o = *this;
+    o.device_ = d;
+    return o;
+  }
+  TensorOptions requires_grad(bool r = true) const {
+    auto o = *this;
+    o.requires_grad_ = r;
+    return o;
+  }
 };
 
 class Tensor {
- public:
+public:
   Tensor() = default;
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
@@ -51,10 +63,9 @@ class Tensor {
   uint64_t version() const;
   /// Pointer to the first element (storage data + offset); throws for a traced tensor.
   void* raw_data() const;
-  template <typename T>
-  T* data_ptr() const {
-    KILN_CHECK(dtype_of_v<T> == dtype(), "data_ptr: tensor has dtype ", dtype(),
-               ", not ", dtype_of_v<T>);
+  template <typename T> T* data_ptr() const {
+    KILN_CHECK(dtype_of_v<T> == dtype(), "data_ptr: tensor has dtype ", dtype(), ", not ",
+               dtype_of_v<T>);
     return static_cast<T*>(raw_data());
   }
   TensorImpl& impl() const {
@@ -73,11 +84,9 @@ class Tensor {
 
   // ---- host reads ----
   /// The value of a one-element tensor, converted to T.
-  template <typename T>
-  T item() const;
+  template <typename T> T item() const;
   /// All elements in row-major order, converted to T.
-  template <typename T>
-  std::vector<T> to_vector() const;
+  template <typename T> std::vector<T> to_vector() const;
   /// True when the one-element tensor is nonzero: `if (x.sum() > 0)`.
   explicit operator bool() const;
 
@@ -165,11 +174,11 @@ class Tensor {
   /// Copies src (broadcast and cast to this tensor's dtype) into this tensor.
   Tensor& copy_(const Tensor& src);
 
- private:
+private:
   std::shared_ptr<TensorImpl> impl_;
 };
 
 /// Prints like PyTorch: tensor([[1., 2.], [3., 4.]]) with dtype when not the default.
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
-}  // namespace kiln
+} // namespace kiln

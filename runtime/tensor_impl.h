@@ -17,12 +17,12 @@ struct TraceHandle {
 
 struct TensorImpl {
   Shape sizes;
-  Shape strides;        // in elements
-  int64_t offset = 0;   // in elements, into storage
+  Shape strides;      // in elements
+  int64_t offset = 0; // in elements, into storage
   DType dtype = DType::f32;
   Device device;
-  std::shared_ptr<Storage> storage;  // null for a traced tensor
-  std::shared_ptr<TraceHandle> trace;  // non-null for a traced tensor
+  std::shared_ptr<Storage> storage;   // null for a traced tensor
+  std::shared_ptr<TraceHandle> trace; // non-null for a traced tensor
   bool requires_grad = false;
   /// A Scalar operand wrapped as a 0-d tensor: it takes part in type promotion only by its
   /// kind (float/int/bool), like a Python number in PyTorch.
@@ -33,4 +33,4 @@ struct TensorImpl {
   int64_t numel() const { return numel_of(sizes); }
 };
 
-}  // namespace kiln
+} // namespace kiln

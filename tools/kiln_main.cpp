@@ -1,12 +1,13 @@
 // The kiln command line. Subcommands arrive with their issues (opt, zoo, run, breaks, dump,
 // bench, aot); for now it reports its version and what it was built with.
-#include <kiln/kiln.h>
-
 #include <cstring>
 #include <iostream>
 
+#include <kiln/kiln.h>
+
 int main(int argc, char** argv) {
-  if (argc >= 2 && (std::strcmp(argv[1], "version") == 0 || std::strcmp(argv[1], "--version") == 0)) {
+  if (argc >= 2 &&
+      (std::strcmp(argv[1], "version") == 0 || std::strcmp(argv[1], "--version") == 0)) {
     std::cout << "kiln " << kiln::version() << "\n";
     return 0;
   }

@@ -1,12 +1,12 @@
 // kiln: the one public header. Tensors, ops, nn modules, weights, and (later) compile().
 #pragma once
 
-#include "runtime/dtype.h"
+#include "frontend/version.h"
 #include "runtime/device.h"
+#include "runtime/dtype.h"
 #include "runtime/error.h"
-#include "runtime/tensor.h"
+#include "runtime/nn/nn.h"
 #include "runtime/ops.h"
 #include "runtime/random.h"
-#include "runtime/nn/nn.h"
 #include "runtime/serialize/safetensors.h"
-#include "frontend/version.h"
+#include "runtime/tensor.h"

@@ -83,12 +83,14 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, bool preci
           auto* o = reinterpret_cast<Out*>(p[0]);
           const auto* x = reinterpret_cast<const T*>(p[1]);
           const C y = static_cast<C>(*reinterpret_cast<const T*>(p[2]));
-          for (int64_t i = 0; i < n; ++i) o[i] = static_cast<Out>(f(static_cast<C>(x[i]), y));
+          for (int64_t i = 0; i < n; ++i)
+            o[i] = static_cast<Out>(f(static_cast<C>(x[i]), y));
         } else if (s[0] == sizeof(Out) && s[1] == 0 && s[2] == sizeof(T)) {
           auto* o = reinterpret_cast<Out*>(p[0]);
           const C x = static_cast<C>(*reinterpret_cast<const T*>(p[1]));
           const auto* y = reinterpret_cast<const T*>(p[2]);
-          for (int64_t i = 0; i < n; ++i) o[i] = static_cast<Out>(f(x, static_cast<C>(y[i])));
+          for (int64_t i = 0; i < n; ++i)
+            o[i] = static_cast<Out>(f(x, static_cast<C>(y[i])));
         } else {
           for (int64_t i = 0; i < n; ++i)
             *reinterpret_cast<Out*>(p[0] + i * s[0]) =

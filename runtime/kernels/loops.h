@@ -19,10 +19,9 @@ namespace kiln::kernels {
 /// Byte strides of t when broadcast to `sizes` (stride 0 on broadcast dims).
 std::vector<int64_t> broadcast_byte_strides(const Tensor& t, IntList sizes);
 
-template <size_t N>
-struct LoopPlan {
-  std::vector<int64_t> sizes;                     // after dropping and merging, outermost first
-  std::array<std::vector<int64_t>, N> strides;    // byte strides per operand, same rank
+template <size_t N> struct LoopPlan {
+  std::vector<int64_t> sizes;                  // after dropping and merging, outermost first
+  std::array<std::vector<int64_t>, N> strides; // byte strides per operand, same rank
   std::array<char*, N> base;
   int64_t numel = 1;
 };
@@ -40,18 +39,22 @@ LoopPlan<N> make_loop_plan(IntList sizes, const std::array<const Tensor*, N>& op
     p.numel *= sizes[d];
     if (sizes[d] == 1) continue;
     bool merge = !p.sizes.empty();
-    for (size_t k = 0; k < N && merge; ++k) merge = p.strides[k].back() == st[k][d] * sizes[d];
+    for (size_t k = 0; k < N && merge; ++k)
+      merge = p.strides[k].back() == st[k][d] * sizes[d];
     if (merge) {
       p.sizes.back() *= sizes[d];
-      for (size_t k = 0; k < N; ++k) p.strides[k].back() = st[k][d];
+      for (size_t k = 0; k < N; ++k)
+        p.strides[k].back() = st[k][d];
     } else {
       p.sizes.push_back(sizes[d]);
-      for (size_t k = 0; k < N; ++k) p.strides[k].push_back(st[k][d]);
+      for (size_t k = 0; k < N; ++k)
+        p.strides[k].push_back(st[k][d]);
     }
   }
   if (p.sizes.empty()) {
     p.sizes.push_back(1);
-    for (size_t k = 0; k < N; ++k) p.strides[k].push_back(0);
+    for (size_t k = 0; k < N; ++k)
+      p.strides[k].push_back(0);
   }
   return p;
 }
@@ -63,7 +66,8 @@ void run_loop_range(const LoopPlan<N>& p, int64_t begin, int64_t end, Inner&& in
   const int64_t rank = static_cast<int64_t>(p.sizes.size());
   const int64_t inner_size = p.sizes[rank - 1];
   std::array<int64_t, N> inner_strides;
-  for (size_t k = 0; k < N; ++k) inner_strides[k] = p.strides[k][rank - 1];
+  for (size_t k = 0; k < N; ++k)
+    inner_strides[k] = p.strides[k][rank - 1];
   // Multi-index of `begin`.
   std::vector<int64_t> idx(rank, 0);
   int64_t rem = begin;
@@ -76,7 +80,8 @@ void run_loop_range(const LoopPlan<N>& p, int64_t begin, int64_t end, Inner&& in
     std::array<char*, N> ptrs;
     for (size_t k = 0; k < N; ++k) {
       int64_t off = 0;
-      for (int64_t d = 0; d < rank; ++d) off += idx[d] * p.strides[k][d];
+      for (int64_t d = 0; d < rank; ++d)
+        off += idx[d] * p.strides[k][d];
       ptrs[k] = p.base[k] + off;
     }
     int64_t n = std::min(inner_size - idx[rank - 1], end - pos);
@@ -91,8 +96,7 @@ void run_loop_range(const LoopPlan<N>& p, int64_t begin, int64_t end, Inner&& in
 }
 
 /// Runs the plan over all elements, in parallel chunks when large.
-template <size_t N, typename Inner>
-void run_loop(const LoopPlan<N>& p, Inner&& inner) {
+template <size_t N, typename Inner> void run_loop(const LoopPlan<N>& p, Inner&& inner) {
   if (p.numel == 0) return;
   parallel_for(0, p.numel, kParallelGrain,
                [&](int64_t b, int64_t e) { run_loop_range(p, b, e, inner); });
@@ -107,10 +111,12 @@ void map_unary(const Tensor& out, const Tensor& a, F f) {
     auto* o = reinterpret_cast<Out*>(p[0]);
     auto* x = reinterpret_cast<const A*>(p[1]);
     if (s[0] == sizeof(Out) && s[1] == sizeof(A)) {
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<Out>(f(x[i]));
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = static_cast<Out>(f(x[i]));
     } else {
       for (int64_t i = 0; i < n; ++i)
-        *reinterpret_cast<Out*>(p[0] + i * s[0]) = static_cast<Out>(f(*reinterpret_cast<const A*>(p[1] + i * s[1])));
+        *reinterpret_cast<Out*>(p[0] + i * s[0]) =
+            static_cast<Out>(f(*reinterpret_cast<const A*>(p[1] + i * s[1])));
     }
   });
 }
@@ -124,14 +130,17 @@ void map_binary(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
     auto* x = reinterpret_cast<const A*>(p[1]);
     auto* y = reinterpret_cast<const B*>(p[2]);
     if (s[0] == sizeof(Out) && s[1] == sizeof(A) && s[2] == sizeof(B)) {
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<Out>(f(x[i], y[i]));
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = static_cast<Out>(f(x[i], y[i]));
     } else if (s[0] == sizeof(Out) && s[1] == sizeof(A) && s[2] == 0) {
       const B yv = *y;
-      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<Out>(f(x[i], yv));
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = static_cast<Out>(f(x[i], yv));
     } else {
       for (int64_t i = 0; i < n; ++i)
-        *reinterpret_cast<Out*>(p[0] + i * s[0]) = static_cast<Out>(
-            f(*reinterpret_cast<const A*>(p[1] + i * s[1]), *reinterpret_cast<const B*>(p[2] + i * s[2])));
+        *reinterpret_cast<Out*>(p[0] + i * s[0]) =
+            static_cast<Out>(f(*reinterpret_cast<const A*>(p[1] + i * s[1]),
+                               *reinterpret_cast<const B*>(p[2] + i * s[2])));
     }
   });
 }
@@ -142,10 +151,11 @@ void map_ternary(const Tensor& out, const Tensor& a, const Tensor& b, const Tens
   auto plan = make_loop_plan<4>(out.sizes(), {&out, &a, &b, &c});
   run_loop(plan, [&](const std::array<char*, 4>& p, const std::array<int64_t, 4>& s, int64_t n) {
     for (int64_t i = 0; i < n; ++i)
-      *reinterpret_cast<Out*>(p[0] + i * s[0]) = static_cast<Out>(
-          f(*reinterpret_cast<const A*>(p[1] + i * s[1]), *reinterpret_cast<const B*>(p[2] + i * s[2]),
-            *reinterpret_cast<const C*>(p[3] + i * s[3])));
+      *reinterpret_cast<Out*>(p[0] + i * s[0]) =
+          static_cast<Out>(f(*reinterpret_cast<const A*>(p[1] + i * s[1]),
+                             *reinterpret_cast<const B*>(p[2] + i * s[2]),
+                             *reinterpret_cast<const C*>(p[3] + i * s[3])));
   });
 }
 
-}  // namespace kiln::kernels
+} // namespace kiln::kernels

@@ -21,4 +21,4 @@ Tensor Sigmoid::forward(const Tensor& x) { return sigmoid(x); }
 Tensor Softmax::forward(const Tensor& x) { return softmax(x, dim); }
 std::string Softmax::extra_repr() const { return detail::str("dim=", dim); }
 
-}  // namespace kiln::nn
+} // namespace kiln::nn

@@ -6,13 +6,13 @@
 namespace kiln::nn {
 
 class ReLU : public Module {
- public:
+public:
   Tensor forward(const Tensor& x) override;
 };
 
 /// GELU; approximate = "none" (erf) or "tanh".
 class GELU : public Module {
- public:
+public:
   explicit GELU(std::string approximate = "none");
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
@@ -22,23 +22,23 @@ class GELU : public Module {
 
 /// x * sigmoid(x).
 class SiLU : public Module {
- public:
+public:
   Tensor forward(const Tensor& x) override;
 };
 
 class Tanh : public Module {
- public:
+public:
   Tensor forward(const Tensor& x) override;
 };
 
 class Sigmoid : public Module {
- public:
+public:
   Tensor forward(const Tensor& x) override;
 };
 
 /// softmax over one dim.
 class Softmax : public Module {
- public:
+public:
   explicit Softmax(int64_t dim) : dim(dim) {}
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
@@ -46,4 +46,4 @@ class Softmax : public Module {
   int64_t dim;
 };
 
-}  // namespace kiln::nn
+} // namespace kiln::nn

@@ -11,7 +11,7 @@ namespace kiln::nn {
 /// in_proj_weight [3E, E] (q, k, v rows stacked; Xavier-uniform), in_proj_bias [3E] (zeros),
 /// out_proj.weight [E, E], out_proj.bias [E] (zeros).
 class MultiheadAttention : public Module {
- public:
+public:
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, bool bias = true, double dropout = 0.0);
   /// Rejects MultiheadAttention(E, H, 0.1): the third argument is bias, not dropout.
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout) = delete;
@@ -38,8 +38,8 @@ class MultiheadAttention : public Module {
   int64_t head_dim;
   double dropout;
   Tensor in_proj_weight;
-  Tensor in_proj_bias;  // undefined without bias
+  Tensor in_proj_bias; // undefined without bias
   Linear out_proj;
 };
 
-}  // namespace kiln::nn
+} // namespace kiln::nn

@@ -6,7 +6,8 @@
 namespace kiln::nn {
 
 ModuleList::ModuleList(std::initializer_list<std::shared_ptr<Module>> modules) {
-  for (const auto& m : modules) push_back(m);
+  for (const auto& m : modules)
+    push_back(m);
 }
 
 void ModuleList::push_back(std::shared_ptr<Module> module) {
@@ -23,8 +24,9 @@ const std::shared_ptr<Module>& ModuleList::operator[](int64_t i) const {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
-  for (const auto& m : *this) y = m->forward(y);
+  for (const auto& m : *this)
+    y = m->forward(y);
   return y;
 }
 
-}  // namespace kiln::nn
+} // namespace kiln::nn

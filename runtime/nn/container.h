@@ -12,7 +12,7 @@ namespace kiln::nn {
 /// A list of modules registered as children "0", "1", ... (state names "blocks.0.weight").
 /// It has no forward; iterate it and call each element.
 class ModuleList : public Module {
- public:
+public:
   ModuleList() = default;
   ModuleList(std::initializer_list<std::shared_ptr<Module>> modules);
 
@@ -26,16 +26,16 @@ class ModuleList : public Module {
   auto begin() const { return modules_.begin(); }
   auto end() const { return modules_.end(); }
 
- private:
+private:
   std::vector<std::shared_ptr<Module>> modules_;
 };
 
 /// Runs its modules in order, each on the previous one's output; every element must have a
 /// single-input forward.
 class Sequential : public ModuleList {
- public:
+public:
   using ModuleList::ModuleList;
   Tensor forward(const Tensor& x) override;
 };
 
-}  // namespace kiln::nn
+} // namespace kiln::nn

@@ -13,8 +13,9 @@ Conv2d::Conv2d(int64_t in, int64_t out, Size2 k, Size2 s, Size2 p, Size2 d, int6
     : in_channels(in), out_channels(out), kernel_size(k), stride(s), padding(p), dilation(d),
       groups(g) {
   KILN_CHECK(g > 0, "Conv2d: groups must be a positive integer, got ", g);
-  KILN_CHECK(in >= 0 && out >= 0, "Conv2d: channel counts must be non-negative, got in_channels=",
-             in, " and out_channels=", out);
+  KILN_CHECK(in >= 0 && out >= 0,
+             "Conv2d: channel counts must be non-negative, got in_channels=", in,
+             " and out_channels=", out);
   KILN_CHECK(in % g == 0, "Conv2d: in_channels (", in, ") must be divisible by groups (", g, ")");
   KILN_CHECK(out % g == 0, "Conv2d: out_channels (", out, ") must be divisible by groups (", g,
              ")");
@@ -51,4 +52,4 @@ std::string Conv2d::extra_repr() const {
   return s;
 }
 
-}  // namespace kiln::nn
+} // namespace kiln::nn

@@ -13,4 +13,4 @@ Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); 
 
 std::string Dropout::extra_repr() const { return detail::str("p=", p); }
 
-}  // namespace kiln::nn
+} // namespace kiln::nn

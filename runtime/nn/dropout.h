@@ -7,7 +7,7 @@ namespace kiln::nn {
 
 /// Identity in eval mode; in training, dropout(x, p) from the global Philox stream.
 class Dropout : public Module {
- public:
+public:
   explicit Dropout(double p = 0.5);
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
@@ -15,4 +15,4 @@ class Dropout : public Module {
   double p;
 };
 
-}  // namespace kiln::nn
+} // namespace kiln::nn

@@ -8,7 +8,7 @@ namespace kiln::nn {
 /// weight [num_embeddings, embedding_dim] ~ N(0, 1); forward(indices) gathers rows, giving
 /// indices.shape + [embedding_dim].
 class Embedding : public Module {
- public:
+public:
   Embedding(int64_t num_embeddings, int64_t embedding_dim);
   Tensor forward(const Tensor& indices) override;
   std::string extra_repr() const override;
@@ -18,4 +18,4 @@ class Embedding : public Module {
   Tensor weight;
 };
 
-}  // namespace kiln::nn
+} // namespace kiln::nn

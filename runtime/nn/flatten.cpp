@@ -7,4 +7,4 @@ std::string Flatten::extra_repr() const {
   return detail::str("start_dim=", start_dim, ", end_dim=", end_dim);
 }
 
-}  // namespace kiln::nn
+} // namespace kiln::nn

@@ -7,7 +7,7 @@ namespace kiln::nn {
 
 /// x.flatten(start_dim, end_dim); the defaults keep the batch dim.
 class Flatten : public Module {
- public:
+public:
   explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1)
       : start_dim(start_dim), end_dim(end_dim) {}
   Tensor forward(const Tensor& x) override { return x.flatten(start_dim, end_dim); }
@@ -17,4 +17,4 @@ class Flatten : public Module {
   int64_t end_dim;
 };
 
-}  // namespace kiln::nn
+} // namespace kiln::nn

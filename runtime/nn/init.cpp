@@ -9,14 +9,17 @@ namespace kiln::nn::init {
 namespace {
 
 int64_t receptive_field(const Tensor& w, const char* fn) {
-  KILN_CHECK(w.dim() >= 2, fn, ": fan in and fan out cannot be computed for a tensor with fewer "
-             "than 2 dims, got shape ", shape_str(w.sizes()));
+  KILN_CHECK(w.dim() >= 2, fn,
+             ": fan in and fan out cannot be computed for a tensor with fewer "
+             "than 2 dims, got shape ",
+             shape_str(w.sizes()));
   int64_t r = 1;
-  for (int64_t d = 2; d < w.dim(); ++d) r *= w.size(d);
+  for (int64_t d = 2; d < w.dim(); ++d)
+    r *= w.size(d);
   return r;
 }
 
-}  // namespace
+} // namespace
 
 int64_t fan_in(const Tensor& w) { return w.size(1) * receptive_field(w, "fan_in"); }
 int64_t fan_out(const Tensor& w) { return w.size(0) * receptive_field(w, "fan_out"); }
@@ -60,4 +63,4 @@ Tensor& xavier_uniform_(Tensor& t, double gain) {
   return uniform_(t, -bound, bound);
 }
 
-}  // namespace kiln::nn::init
+} // namespace kiln::nn::init

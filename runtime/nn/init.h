@@ -24,4 +24,4 @@ int64_t fan_in(const Tensor& weight);
 /// fan_out of a weight: size(0) times the receptive field.
 int64_t fan_out(const Tensor& weight);
 
-}  // namespace kiln::nn::init
+} // namespace kiln::nn::init

@@ -9,8 +9,10 @@
 namespace kiln::nn {
 
 Linear::Linear(int64_t in, int64_t out, bool with_bias) : in_features(in), out_features(out) {
-  KILN_CHECK(in >= 0 && out >= 0, "Linear: in_features and out_features must be non-negative, "
-             "got ", in, " and ", out);
+  KILN_CHECK(in >= 0 && out >= 0,
+             "Linear: in_features and out_features must be non-negative, "
+             "got ",
+             in, " and ", out);
   weight = empty({out, in});
   init::kaiming_uniform_(weight, std::sqrt(5.0));
   register_parameter("weight", weight);
@@ -29,4 +31,4 @@ std::string Linear::extra_repr() const {
                      ", bias=", bias.defined() ? "True" : "False");
 }
 
-}  // namespace kiln::nn
+} // namespace kiln::nn

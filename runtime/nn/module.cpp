@@ -46,10 +46,11 @@ std::string join_keys(const std::vector<std::string>& keys) {
   return out;
 }
 
-}  // namespace
+} // namespace
 
 Tensor Module::forward(const Tensor&) {
-  throw Error(detail::str("forward: ", name(), " does not define forward(const Tensor&); call its "
+  throw Error(detail::str("forward: ", name(),
+                          " does not define forward(const Tensor&); call its "
                           "own forward with the inputs it takes"));
 }
 
@@ -63,7 +64,8 @@ void Module::check_new_name(const std::string& name, const char* what) const {
     return false;
   };
   bool child = false;
-  for (const Child& c : children_) child = child || c.name == name;
+  for (const Child& c : children_)
+    child = child || c.name == name;
   KILN_CHECK(!taken(params_) && !taken(buffers_) && !child, what, ": \"", name,
              "\" is already registered in ", this->name());
 }
@@ -84,10 +86,10 @@ Tensor& Module::register_buffer(const std::string& name, Tensor& buffer) {
 
 void Module::add_child(const std::string& name, Module* module, std::shared_ptr<Module> owner) {
   check_new_name(name, "register_module");
-  KILN_CHECK(module != nullptr, "register_module: module \"", name, "\" is null (in ",
-             this->name(), ")");
-  KILN_CHECK(module != this, "register_module: ", this->name(), " cannot be its own child \"",
-             name, "\"");
+  KILN_CHECK(module != nullptr, "register_module: module \"", name, "\" is null (in ", this->name(),
+             ")");
+  KILN_CHECK(module != this, "register_module: ", this->name(), " cannot be its own child \"", name,
+             "\"");
   children_.push_back({name, module, std::move(owner)});
 }
 
@@ -96,7 +98,8 @@ void Module::visit_tensors(bool params, bool recurse, const std::string& prefix,
   for (const auto& [name, ptr] : params ? params_ : buffers_)
     if (ptr->defined()) fn(prefix + name, *ptr);
   if (!recurse) return;
-  for (const Child& c : children_) c.module->visit_tensors(params, true, prefix + c.name + ".", fn);
+  for (const Child& c : children_)
+    c.module->visit_tensors(params, true, prefix + c.name + ".", fn);
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
@@ -110,7 +113,8 @@ std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurs
 
 std::vector<Tensor> Module::parameters(bool recurse) const {
   std::vector<Tensor> out;
-  for (auto& [n, t] : named_parameters(recurse)) out.push_back(t);
+  for (auto& [n, t] : named_parameters(recurse))
+    out.push_back(t);
   return out;
 }
 
@@ -125,19 +129,22 @@ std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) 
 
 std::vector<Tensor> Module::buffers(bool recurse) const {
   std::vector<Tensor> out;
-  for (auto& [n, t] : named_buffers(recurse)) out.push_back(t);
+  for (auto& [n, t] : named_buffers(recurse))
+    out.push_back(t);
   return out;
 }
 
 std::vector<std::pair<std::string, Module*>> Module::named_children() const {
   std::vector<std::pair<std::string, Module*>> out;
-  for (const Child& c : children_) out.emplace_back(c.name, c.module);
+  for (const Child& c : children_)
+    out.emplace_back(c.name, c.module);
   return out;
 }
 
 std::vector<Module*> Module::children() const {
   std::vector<Module*> out;
-  for (const Child& c : children_) out.push_back(c.module);
+  for (const Child& c : children_)
+    out.push_back(c.module);
   return out;
 }
 
@@ -151,7 +158,8 @@ std::vector<std::pair<std::string, Module*>> Module::named_modules() const {
 
 Module& Module::train(bool on) {
   training_ = on;
-  for (const Child& c : children_) c.module->train(on);
+  for (const Child& c : children_)
+    c.module->train(on);
   return *this;
 }
 
@@ -187,7 +195,8 @@ void Module::convert_tensors(const std::function<bool(const Tensor&)>& wanted,
 }
 
 void Module::zero_grad() {
-  for (auto& [n, p] : named_parameters()) p.set_grad(Tensor());
+  for (auto& [n, p] : named_parameters())
+    p.set_grad(Tensor());
 }
 
 StateDict Module::state_dict() const {
@@ -246,8 +255,8 @@ LoadReport Module::load_state_dict(const StateDict& state, bool strict) {
 std::string Module::name() const { return short_name(demangle(typeid(*this))); }
 
 void Module::throw_bad_cast(const std::type_info& wanted) const {
-  throw Error(detail::str("as: the module is a ", demangle(typeid(*this)), ", not a ",
-                          demangle(wanted)));
+  throw Error(
+      detail::str("as: the module is a ", demangle(typeid(*this)), ", not a ", demangle(wanted)));
 }
 
 namespace {
@@ -268,7 +277,7 @@ void print_module(std::ostream& os, const Module& m, int indent) {
   os << "\n" << std::string(static_cast<size_t>(indent), ' ') << ")";
 }
 
-}  // namespace
+} // namespace
 
 std::ostream& operator<<(std::ostream& os, const Module& m) {
   std::ostringstream s;
@@ -276,4 +285,4 @@ std::ostream& operator<<(std::ostream& os, const Module& m) {
   return os << s.str();
 }
 
-}  // namespace kiln::nn
+} // namespace kiln::nn

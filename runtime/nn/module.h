@@ -43,7 +43,7 @@ using StateDict = std::map<std::string, Tensor>;
 /// (every registered member stays where it was constructed). Registered members must outlive
 /// the module: register members, or shared_ptrs (which the module then co-owns).
 class Module {
- public:
+public:
   Module() = default;
   virtual ~Module() = default;
   Module(const Module&) = delete;
@@ -66,15 +66,14 @@ class Module {
   Tensor& register_buffer(const std::string& name, Tensor& buffer);
   /// Registers a sub-module member; its state appears under "name.".
   template <typename M>
-    requires std::derived_from<M, Module>
-  M& register_module(const std::string& name, M& module) {
+  requires std::derived_from<M, Module> M& register_module(const std::string& name, M& module) {
     add_child(name, &module, nullptr);
     return module;
   }
   /// Registers a shared sub-module; this module co-owns it.
   template <typename M>
-    requires std::derived_from<M, Module>
-  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+  requires std::derived_from<M, Module> std::shared_ptr<M>
+  register_module(const std::string& name, std::shared_ptr<M> module) {
     add_child(name, module.get(), module);
     return module;
   }
@@ -119,13 +118,11 @@ class Module {
 
   // ---- identity ----
   /// The checked downcast: b->as<Block>() is the Block, or a kiln::Error naming both types.
-  template <typename T>
-  T* as() {
+  template <typename T> T* as() {
     if (auto* p = dynamic_cast<T*>(this)) return p;
     throw_bad_cast(typeid(T));
   }
-  template <typename T>
-  const T* as() const {
+  template <typename T> const T* as() const {
     if (auto* p = dynamic_cast<const T*>(this)) return p;
     throw_bad_cast(typeid(T));
   }
@@ -134,11 +131,11 @@ class Module {
   /// The text inside the parentheses of this module's repr ("in_features=4, ...").
   virtual std::string extra_repr() const { return {}; }
 
- private:
+private:
   struct Child {
     std::string name;
     Module* module;
-    std::shared_ptr<Module> owner;  // null for a member
+    std::shared_ptr<Module> owner; // null for a member
   };
 
   void add_child(const std::string& name, Module* module, std::shared_ptr<Module> owner);
@@ -161,4 +158,4 @@ class Module {
 /// PyTorch's module repr: "MLP(\n  (fc1): Linear(in_features=784, ...)\n  ...\n)".
 std::ostream& operator<<(std::ostream& os, const Module& m);
 
-}  // namespace kiln::nn
+} // namespace kiln::nn

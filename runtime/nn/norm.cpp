@@ -71,8 +71,8 @@ std::string LayerNorm::extra_repr() const {
     shape += std::to_string(normalized_shape[i]);
   }
   shape += normalized_shape.size() == 1 ? ",)" : ")";
-  return detail::str(shape, ", eps=", eps, ", elementwise_affine=",
-                     elementwise_affine ? "True" : "False");
+  return detail::str(shape, ", eps=", eps,
+                     ", elementwise_affine=", elementwise_affine ? "True" : "False");
 }
 
-}  // namespace kiln::nn
+} // namespace kiln::nn

@@ -13,7 +13,7 @@ namespace kiln::nn {
 /// (running = (1 - momentum) * running + momentum * batch, unbiased variance); eval uses the
 /// running statistics.
 class BatchNorm : public Module {
- public:
+public:
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
 
@@ -21,13 +21,13 @@ class BatchNorm : public Module {
   double eps;
   double momentum;
   bool affine;
-  Tensor weight;  // undefined unless affine
-  Tensor bias;    // undefined unless affine
+  Tensor weight; // undefined unless affine
+  Tensor bias;   // undefined unless affine
   Tensor running_mean;
   Tensor running_var;
   Tensor num_batches_tracked;
 
- protected:
+protected:
   BatchNorm(int64_t num_features, double eps, double momentum, bool affine);
   /// Throws unless x has a rank this layer accepts.
   virtual void check_input(const Tensor& x) const = 0;
@@ -35,30 +35,30 @@ class BatchNorm : public Module {
 
 /// BatchNorm over [N, C] or [N, C, L] input.
 class BatchNorm1d : public BatchNorm {
- public:
+public:
   explicit BatchNorm1d(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
                        bool affine = true)
       : BatchNorm(num_features, eps, momentum, affine) {}
 
- protected:
+protected:
   void check_input(const Tensor& x) const override;
 };
 
 /// BatchNorm over [N, C, H, W] input.
 class BatchNorm2d : public BatchNorm {
- public:
+public:
   explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
                        bool affine = true)
       : BatchNorm(num_features, eps, momentum, affine) {}
 
- protected:
+protected:
   void check_input(const Tensor& x) const override;
 };
 
 /// Normalises over the trailing dims given by normalized_shape; with elementwise_affine,
 /// weight (ones) and bias (zeros) of that shape. nn::LayerNorm ln{std::vector<int64_t>{768}}.
 class LayerNorm : public Module {
- public:
+public:
   explicit LayerNorm(std::vector<int64_t> normalized_shape, double eps = 1e-5,
                      bool elementwise_affine = true, bool bias = true);
   Tensor forward(const Tensor& x) override;
@@ -67,8 +67,8 @@ class LayerNorm : public Module {
   std::vector<int64_t> normalized_shape;
   double eps;
   bool elementwise_affine;
-  Tensor weight;  // undefined without elementwise_affine
-  Tensor bias;    // undefined without elementwise_affine or bias
+  Tensor weight; // undefined without elementwise_affine
+  Tensor bias;   // undefined without elementwise_affine or bias
 };
 
-}  // namespace kiln::nn
+} // namespace kiln::nn

@@ -10,7 +10,7 @@ std::string pair_str(const Size2& v) {
   return v.h == v.w ? std::to_string(v.h) : detail::str("(", v.h, ", ", v.w, ")");
 }
 
-}  // namespace
+} // namespace
 
 MaxPool2d::MaxPool2d(Size2 k, std::optional<Size2> s, Size2 p, Size2 d, bool ceil)
     : kernel_size(k), stride(s.value_or(k)), padding(p), dilation(d), ceil_mode(ceil) {}
@@ -39,4 +39,4 @@ std::string AvgPool2d::extra_repr() const {
                      ", padding=", pair_str(padding));
 }
 
-}  // namespace kiln::nn
+} // namespace kiln::nn

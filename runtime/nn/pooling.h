@@ -10,7 +10,7 @@ namespace kiln::nn {
 
 /// Max over kernel windows; stride defaults to the kernel size.
 class MaxPool2d : public Module {
- public:
+public:
   MaxPool2d(Size2 kernel_size, std::optional<Size2> stride = std::nullopt, Size2 padding = 0,
             Size2 dilation = 1, bool ceil_mode = false);
   Tensor forward(const Tensor& x) override;
@@ -25,7 +25,7 @@ class MaxPool2d : public Module {
 
 /// Mean over kernel windows; stride defaults to the kernel size.
 class AvgPool2d : public Module {
- public:
+public:
   AvgPool2d(Size2 kernel_size, std::optional<Size2> stride = std::nullopt, Size2 padding = 0,
             bool ceil_mode = false, bool count_include_pad = true);
   Tensor forward(const Tensor& x) override;
@@ -38,4 +38,4 @@ class AvgPool2d : public Module {
   bool count_include_pad;
 };
 
-}  // namespace kiln::nn
+} // namespace kiln::nn

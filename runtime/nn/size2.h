@@ -11,10 +11,10 @@ namespace kiln::nn {
 struct Size2 {
   int64_t h = 0;
   int64_t w = 0;
-  Size2(int64_t v) : h(v), w(v) {}  // NOLINT(google-explicit-constructor)
+  Size2(int64_t v) : h(v), w(v) {} // NOLINT(google-explicit-constructor)
   Size2(int64_t h_, int64_t w_) : h(h_), w(w_) {}
   std::vector<int64_t> vec() const { return {h, w}; }
   friend bool operator==(const Size2&, const Size2&) = default;
 };
 
-}  // namespace kiln::nn
+} // namespace kiln::nn

@@ -13,8 +13,10 @@ TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead,
       linear1(d_model, dim_ff), dropout(p), linear2(dim_ff, d_model),
       norm1(std::vector<int64_t>{d_model}, eps), norm2(std::vector<int64_t>{d_model}, eps),
       dropout1(p), dropout2(p) {
-  KILN_CHECK(activation == "relu" || activation == "gelu", "TransformerEncoderLayer: activation "
-             "should be \"relu\" or \"gelu\", not \"", activation, "\"");
+  KILN_CHECK(activation == "relu" || activation == "gelu",
+             "TransformerEncoderLayer: activation "
+             "should be \"relu\" or \"gelu\", not \"",
+             activation, "\"");
   register_module("self_attn", self_attn);
   register_module("linear1", linear1);
   register_module("dropout", dropout);
@@ -49,4 +51,4 @@ Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mas
   return x;
 }
 
-}  // namespace kiln::nn
+} // namespace kiln::nn

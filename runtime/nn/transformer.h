@@ -15,7 +15,7 @@ namespace kiln::nn {
 /// Post-norm (norm_first = false): x = norm1(x + sa(x)); x = norm2(x + ff(x)). Pre-norm:
 /// x = x + sa(norm1(x)); x = x + ff(norm2(x)). activation is "relu" or "gelu".
 class TransformerEncoderLayer : public Module {
- public:
+public:
   TransformerEncoderLayer(int64_t d_model, int64_t nhead, int64_t dim_feedforward = 2048,
                           double dropout = 0.1, std::string activation = "relu",
                           bool norm_first = false, double layer_norm_eps = 1e-5);
@@ -42,10 +42,10 @@ class TransformerEncoderLayer : public Module {
   Dropout dropout1;
   Dropout dropout2;
 
- private:
+private:
   Tensor self_attention_block(const Tensor& x, const Tensor& mask, bool is_causal,
                               const Tensor& key_padding_mask);
   Tensor feed_forward_block(const Tensor& x);
 };
 
-}  // namespace kiln::nn
+} // namespace kiln::nn

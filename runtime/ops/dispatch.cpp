@@ -55,7 +55,9 @@ namespace {
 enum class Category { none, boolean, integral, floating };
 
 Category category(DType t) {
-  return t == DType::bool_ ? Category::boolean : is_floating(t) ? Category::floating : Category::integral;
+  return t == DType::bool_ ? Category::boolean
+         : is_floating(t)  ? Category::floating
+                           : Category::integral;
 }
 
 struct Tier {
@@ -92,26 +94,31 @@ bool shares_storage(const Tensor& a, const Tensor& b) {
 void check_devices(const OpSchema& s, std::span<const Tensor> inputs) {
   for (size_t i = 1; i < inputs.size(); ++i) {
     if (inputs[i].impl().wrapped_number || inputs[0].impl().wrapped_number) continue;
-    KILN_CHECK(inputs[i].device() == inputs[0].device(), s.name, ": expected all tensors on one device, got ",
-               inputs[0].device(), " and ", inputs[i].device());
+    KILN_CHECK(inputs[i].device() == inputs[0].device(), s.name,
+               ": expected all tensors on one device, got ", inputs[0].device(), " and ",
+               inputs[i].device());
   }
 }
 
-std::vector<TensorMeta> infer(const OpSchema& s, std::span<const Tensor> inputs, const Attrs& attrs) {
+std::vector<TensorMeta> infer(const OpSchema& s, std::span<const Tensor> inputs,
+                              const Attrs& attrs) {
   KILN_CHECK(s.num_inputs < 0 ? !inputs.empty() : static_cast<int>(inputs.size()) == s.num_inputs,
-             s.name, ": expected ", s.num_inputs < 0 ? std::string("at least 1") : std::to_string(s.num_inputs),
+             s.name, ": expected ",
+             s.num_inputs < 0 ? std::string("at least 1") : std::to_string(s.num_inputs),
              " tensor inputs, got ", inputs.size());
-  KILN_ASSERT(attrs.size() == s.attrs.size(), s.name, ": expected ", s.attrs.size(), " attributes, got ",
-              attrs.size());
-  for (const Tensor& t : inputs) KILN_CHECK(t.defined(), s.name, ": an input tensor is undefined");
+  KILN_ASSERT(attrs.size() == s.attrs.size(), s.name, ": expected ", s.attrs.size(),
+              " attributes, got ", attrs.size());
+  for (const Tensor& t : inputs)
+    KILN_CHECK(t.defined(), s.name, ": an input tensor is undefined");
   check_devices(s, inputs);
   std::vector<TensorMeta> metas;
   metas.reserve(inputs.size());
-  for (const Tensor& t : inputs) metas.push_back(TensorMeta::of(t));
+  for (const Tensor& t : inputs)
+    metas.push_back(TensorMeta::of(t));
   return s.infer(metas, attrs);
 }
 
-}  // namespace
+} // namespace
 
 DType result_type(std::span<const TensorMeta> operands) {
   Tier dim, zero, wrapped;
@@ -135,11 +142,12 @@ bool can_cast(DType from, DType to) {
   return true;
 }
 
-std::vector<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const Attrs& attrs, std::span<Tensor> out) {
+std::vector<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const Attrs& attrs,
+                             std::span<Tensor> out) {
   const OpSchema& s = schema(op);
   std::vector<TensorMeta> metas = infer(s, inputs, attrs);
-  KILN_ASSERT(static_cast<int>(metas.size()) == s.num_outputs, s.name, ": inference gave ", metas.size(),
-              " outputs");
+  KILN_ASSERT(static_cast<int>(metas.size()) == s.num_outputs, s.name, ": inference gave ",
+              metas.size(), " outputs");
   std::vector<Tensor> results(metas.size());
   if (s.kind == OpKind::view) {
     KILN_ASSERT(out.empty(), "view ops take no out= tensors");
@@ -161,8 +169,9 @@ std::vector<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const Attrs&
   KILN_ASSERT(out.size() == metas.size(), "out= count mismatch");
   bool direct = true;
   for (size_t k = 0; k < metas.size(); ++k) {
-    KILN_CHECK(out[k].sizes() == metas[k].sizes, s.name, ": output with shape ", shape_str(out[k].sizes()),
-               " doesn't match the broadcast shape ", shape_str(metas[k].sizes));
+    KILN_CHECK(out[k].sizes() == metas[k].sizes, s.name, ": output with shape ",
+               shape_str(out[k].sizes()), " doesn't match the broadcast shape ",
+               shape_str(metas[k].sizes));
     // Writing into an expanded view would give its shared elements whichever value came last.
     // Filling is idempotent, so fill_ on such a view is allowed (as in PyTorch).
     KILN_CHECK(op == Op::full || !has_internal_overlap(out[k]), s.name,
@@ -188,10 +197,12 @@ std::vector<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const Attrs&
     // fresh outputs first so no input element is overwritten before it is read.
     allocate();
     s.kernel(inputs, attrs, results);
-    for (size_t k = 0; k < metas.size(); ++k) dispatch(Op::copy, std::span<const Tensor>(&results[k], 1), {}, out.subspan(k, 1));
+    for (size_t k = 0; k < metas.size(); ++k)
+      dispatch(Op::copy, std::span<const Tensor>(&results[k], 1), {}, out.subspan(k, 1));
     return std::vector<Tensor>(out.begin(), out.end());
   }
-  for (Tensor& o : out) o.impl().storage->bump_version();
+  for (Tensor& o : out)
+    o.impl().storage->bump_version();
   return std::vector<Tensor>(out.begin(), out.end());
 }
 
@@ -203,4 +214,4 @@ void dispatch_inplace(Op op, Tensor& self, std::span<const Tensor> inputs, const
   dispatch(op, inputs, attrs, std::span<Tensor>(&self, 1));
 }
 
-}  // namespace kiln
+} // namespace kiln

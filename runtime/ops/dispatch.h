@@ -21,7 +21,8 @@ inline Tensor dispatch1(Op op, std::initializer_list<Tensor> inputs, const Attrs
 /// Runs op writing into `self` (in-place form, e.g. add_): the result must have self's
 /// shape and a dtype that casts to self's dtype without loss of kind.
 void dispatch_inplace(Op op, Tensor& self, std::span<const Tensor> inputs, const Attrs& attrs = {});
-inline void dispatch_inplace(Op op, Tensor& self, std::initializer_list<Tensor> inputs, const Attrs& attrs = {}) {
+inline void dispatch_inplace(Op op, Tensor& self, std::initializer_list<Tensor> inputs,
+                             const Attrs& attrs = {}) {
   dispatch_inplace(op, self, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs);
 }
 
@@ -40,4 +41,4 @@ Tensor make_tensor(IntList sizes, DType dtype, Device device = Device::cpu());
 /// A view of base's storage with the given metadata (same version counter).
 Tensor make_view(const Tensor& base, IntList sizes, IntList strides, int64_t offset);
 
-}  // namespace kiln
+} // namespace kiln

@@ -34,11 +34,12 @@ struct AttrSpec {
   AttrKind kind;
 };
 
-using AttrValue = std::variant<int64_t, double, bool, std::vector<int64_t>, DType, std::string, Scalar>;
+using AttrValue =
+    std::variant<int64_t, double, bool, std::vector<int64_t>, DType, std::string, Scalar>;
 
 /// Attribute values of one op call, in the schema's order.
 class Attrs {
- public:
+public:
   Attrs() = default;
   Attrs(std::initializer_list<AttrValue> v) : values_(v) {}
   size_t size() const { return values_.size(); }
@@ -52,11 +53,10 @@ class Attrs {
   const Scalar& scalar(size_t k) const { return get<Scalar>(k); }
   const std::vector<AttrValue>& values() const { return values_; }
 
- private:
-  template <typename T>
-  const T& get(size_t k) const {
-    KILN_ASSERT(k < values_.size() && std::holds_alternative<T>(values_[k]),
-                "attribute ", k, " missing or of the wrong kind");
+private:
+  template <typename T> const T& get(size_t k) const {
+    KILN_ASSERT(k < values_.size() && std::holds_alternative<T>(values_[k]), "attribute ", k,
+                " missing or of the wrong kind");
     return std::get<T>(values_[k]);
   }
   std::vector<AttrValue> values_;
@@ -67,7 +67,7 @@ struct TensorMeta {
   DType dtype = DType::f32;
   Device device;
   Shape sizes;
-  Shape strides;  // empty = contiguous (inference of non-view ops leaves it empty)
+  Shape strides; // empty = contiguous (inference of non-view ops leaves it empty)
   bool wrapped_number = false;
   static TensorMeta of(const Tensor& t);
   /// A contiguous result on like's device.
@@ -80,13 +80,14 @@ struct TensorMeta {
 using InferFn = std::vector<TensorMeta> (*)(std::span<const TensorMeta> inputs, const Attrs& attrs);
 /// Eager CPU kernel: reads inputs, writes the preallocated outputs (any strides), or for a
 /// view op, sets outputs[0] to a view of inputs[0].
-using KernelFn = void (*)(std::span<const Tensor> inputs, const Attrs& attrs, std::span<Tensor> outputs);
+using KernelFn = void (*)(std::span<const Tensor> inputs, const Attrs& attrs,
+                          std::span<Tensor> outputs);
 
 struct OpSchema {
   Op op;
   std::string_view name;
   OpKind kind;
-  int num_inputs;  // -1 = variadic
+  int num_inputs; // -1 = variadic
   int num_outputs;
   std::vector<AttrSpec> attrs;
   std::string_view summary;
@@ -102,12 +103,12 @@ std::string_view attr_kind_name(AttrKind k);
 
 // Every primitive's inference and kernel, defined beside its category (runtime/ops/infer_*.cpp,
 // runtime/kernels/*.cpp). A missing one is a link error.
-#define KILN_OP(name, kind, nin, nout, attrs, doc)                                          \
-  std::vector<TensorMeta> infer_##name(std::span<const TensorMeta> in, const Attrs& a);    \
+#define KILN_OP(name, kind, nin, nout, attrs, doc)                                                 \
+  std::vector<TensorMeta> infer_##name(std::span<const TensorMeta> in, const Attrs& a);            \
   void kernel_##name(std::span<const Tensor> in, const Attrs& a, std::span<Tensor> out);
 namespace ops {
 #include "runtime/ops/ops.def"
-}  // namespace ops
+} // namespace ops
 #undef KILN_OP
 
-}  // namespace kiln
+} // namespace kiln

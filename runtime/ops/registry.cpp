@@ -26,7 +26,8 @@ std::vector<AttrSpec> parse_attrs(std::string_view spec, std::string_view op) {
   while (is >> item) {
     auto colon = item.find(':');
     KILN_ASSERT(colon != std::string::npos, "ops.def: attribute without kind in ", op);
-    out.push_back({item.substr(0, colon), parse_attr_kind(std::string_view(item).substr(colon + 1), op)});
+    out.push_back(
+        {item.substr(0, colon), parse_attr_kind(std::string_view(item).substr(colon + 1), op)});
   }
   return out;
 }
@@ -38,15 +39,23 @@ constexpr OpKind kind_factory = OpKind::factory, kind_random = OpKind::random,
 
 const std::array<OpSchema, kNumOps>& table() {
   static const std::array<OpSchema, kNumOps> t = {{
-#define KILN_OP(name, kind, nin, nout, attrs, doc) \
-  {Op::name, #name, kind_##kind, nin, nout, parse_attrs(attrs, #name), doc, ops::infer_##name, ops::kernel_##name},
+#define KILN_OP(name, kind, nin, nout, attrs, doc)                                                 \
+  {Op::name,                                                                                       \
+   #name,                                                                                          \
+   kind_##kind,                                                                                    \
+   nin,                                                                                            \
+   nout,                                                                                           \
+   parse_attrs(attrs, #name),                                                                      \
+   doc,                                                                                            \
+   ops::infer_##name,                                                                              \
+   ops::kernel_##name},
 #include "runtime/ops/ops.def"
 #undef KILN_OP
   }};
   return t;
 }
 
-}  // namespace
+} // namespace
 
 const OpSchema& schema(Op op) { return table()[static_cast<size_t>(op)]; }
 std::string_view op_name(Op op) { return schema(op).name; }
@@ -59,28 +68,28 @@ std::optional<Op> find_op(std::string_view name) {
 
 std::string_view op_kind_name(OpKind k) {
   switch (k) {
-    case OpKind::factory: return "factory";
-    case OpKind::random: return "random";
-    case OpKind::pointwise: return "pointwise";
-    case OpKind::reduction: return "reduction";
-    case OpKind::view: return "view";
-    case OpKind::data: return "data";
-    case OpKind::contraction: return "contraction";
+  case OpKind::factory: return "factory";
+  case OpKind::random: return "random";
+  case OpKind::pointwise: return "pointwise";
+  case OpKind::reduction: return "reduction";
+  case OpKind::view: return "view";
+  case OpKind::data: return "data";
+  case OpKind::contraction: return "contraction";
   }
   return "?";
 }
 
 std::string_view attr_kind_name(AttrKind k) {
   switch (k) {
-    case AttrKind::int_: return "int";
-    case AttrKind::float_: return "float";
-    case AttrKind::bool_: return "bool";
-    case AttrKind::ints: return "ints";
-    case AttrKind::dtype: return "dtype";
-    case AttrKind::str: return "str";
-    case AttrKind::scalar: return "scalar";
+  case AttrKind::int_: return "int";
+  case AttrKind::float_: return "float";
+  case AttrKind::bool_: return "bool";
+  case AttrKind::ints: return "ints";
+  case AttrKind::dtype: return "dtype";
+  case AttrKind::str: return "str";
+  case AttrKind::scalar: return "scalar";
   }
   return "?";
 }
 
-}  // namespace kiln
+} // namespace kiln

@@ -10,7 +10,7 @@ namespace kiln::json {
 namespace {
 
 class Parser {
- public:
+public:
   Parser(std::string_view text, const std::string& context, int max_depth)
       : s_(text), context_(context), max_depth_(max_depth) {}
 
@@ -22,7 +22,7 @@ class Parser {
     return v;
   }
 
- private:
+private:
   [[noreturn]] void fail(const std::string& what) const {
     throw Error(detail::str(context_, ": bad JSON at byte ", pos_, ": ", what));
   }
@@ -31,8 +31,8 @@ class Parser {
   char peek() const { return at_end() ? '\0' : s_[pos_]; }
 
   void skip_space() {
-    while (!at_end() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' ||
-                         s_[pos_] == '\r'))
+    while (!at_end() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
       ++pos_;
   }
 
@@ -46,27 +46,25 @@ class Parser {
     if (at_end()) fail("unexpected end of input, expected a value");
     Value v;
     switch (peek()) {
-      case '{': return object(depth);
-      case '[': return array(depth);
-      case '"':
-        v.type = Value::Type::string;
-        v.string = string();
-        return v;
-      case 't':
-        expect_literal("true");
-        v.type = Value::Type::boolean;
-        v.boolean = true;
-        return v;
-      case 'f':
-        expect_literal("false");
-        v.type = Value::Type::boolean;
-        return v;
-      case 'n':
-        expect_literal("null");
-        return v;
-      default:
-        if (peek() == '-' || (peek() >= '0' && peek() <= '9')) return number();
-        fail(detail::str("unexpected character '", printable(peek()), "'"));
+    case '{': return object(depth);
+    case '[': return array(depth);
+    case '"':
+      v.type = Value::Type::string;
+      v.string = string();
+      return v;
+    case 't':
+      expect_literal("true");
+      v.type = Value::Type::boolean;
+      v.boolean = true;
+      return v;
+    case 'f':
+      expect_literal("false");
+      v.type = Value::Type::boolean;
+      return v;
+    case 'n': expect_literal("null"); return v;
+    default:
+      if (peek() == '-' || (peek() >= '0' && peek() <= '9')) return number();
+      fail(detail::str("unexpected character '", printable(peek()), "'"));
     }
   }
 
@@ -81,8 +79,8 @@ class Parser {
   Value object(int depth) {
     Value v;
     v.type = Value::Type::object;
-    std::unordered_set<std::string> seen;  // a linear scan would be quadratic in the key count
-    ++pos_;  // '{'
+    std::unordered_set<std::string> seen; // a linear scan would be quadratic in the key count
+    ++pos_;                               // '{'
     skip_space();
     if (peek() == '}') {
       ++pos_;
@@ -120,7 +118,7 @@ class Parser {
   Value array(int depth) {
     Value v;
     v.type = Value::Type::array;
-    ++pos_;  // '['
+    ++pos_; // '['
     skip_space();
     if (peek() == ']') {
       ++pos_;
@@ -154,7 +152,8 @@ class Parser {
       ++pos_;
       if (peek() >= '0' && peek() <= '9') fail("leading zero in number");
     } else if (peek() >= '1' && peek() <= '9') {
-      while (peek() >= '0' && peek() <= '9') ++pos_;
+      while (peek() >= '0' && peek() <= '9')
+        ++pos_;
     } else {
       fail("expected digits in number");
     }
@@ -164,14 +163,16 @@ class Parser {
       integral = false;
       ++pos_;
       if (!(peek() >= '0' && peek() <= '9')) fail("expected digits after the decimal point");
-      while (peek() >= '0' && peek() <= '9') ++pos_;
+      while (peek() >= '0' && peek() <= '9')
+        ++pos_;
     }
     if (peek() == 'e' || peek() == 'E') {
       integral = false;
       ++pos_;
       if (peek() == '+' || peek() == '-') ++pos_;
       if (!(peek() >= '0' && peek() <= '9')) fail("expected digits in the exponent");
-      while (peek() >= '0' && peek() <= '9') ++pos_;
+      while (peek() >= '0' && peek() <= '9')
+        ++pos_;
     }
     v.number = std::string(s_.substr(start, pos_ - start));
     if (integral) {
@@ -195,10 +196,14 @@ class Parser {
     for (int i = 0; i < 4; ++i) {
       char c = s_[pos_++];
       cp <<= 4;
-      if (c >= '0' && c <= '9') cp |= static_cast<unsigned>(c - '0');
-      else if (c >= 'a' && c <= 'f') cp |= static_cast<unsigned>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') cp |= static_cast<unsigned>(c - 'A' + 10);
-      else fail("invalid hex digit in \\u escape");
+      if (c >= '0' && c <= '9')
+        cp |= static_cast<unsigned>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        cp |= static_cast<unsigned>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        cp |= static_cast<unsigned>(c - 'A' + 10);
+      else
+        fail("invalid hex digit in \\u escape");
     }
     return cp;
   }
@@ -224,10 +229,13 @@ class Parser {
   /// Copies one UTF-8 encoded character (validated: shortest form, no surrogates, <= U+10FFFF).
   void utf8_char(std::string& out) {
     auto lead = static_cast<unsigned char>(s_[pos_]);
-    int extra = -1;  // continuation bytes after the lead; C0, C1 and F5..FF never lead
-    if (lead >= 0xc2 && lead <= 0xdf) extra = 1;
-    else if (lead >= 0xe0 && lead <= 0xef) extra = 2;
-    else if (lead >= 0xf0 && lead <= 0xf4) extra = 3;
+    int extra = -1; // continuation bytes after the lead; C0, C1 and F5..FF never lead
+    if (lead >= 0xc2 && lead <= 0xdf)
+      extra = 1;
+    else if (lead >= 0xe0 && lead <= 0xef)
+      extra = 2;
+    else if (lead >= 0xf0 && lead <= 0xf4)
+      extra = 3;
     if (extra < 0) fail("invalid UTF-8");
     if (pos_ + static_cast<size_t>(extra) >= s_.size()) fail("truncated UTF-8 sequence");
     unsigned cp = lead & (0x3fu >> extra);
@@ -243,7 +251,7 @@ class Parser {
   }
 
   std::string string() {
-    ++pos_;  // opening quote
+    ++pos_; // opening quote
     std::string out;
     while (true) {
       if (at_end()) fail("unterminated string");
@@ -265,28 +273,28 @@ class Parser {
       if (at_end()) fail("unterminated string");
       char e = s_[pos_++];
       switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          unsigned cp = hex4();
-          if (cp >= 0xdc00 && cp <= 0xdfff) fail("lone low surrogate in \\u escape");
-          if (cp >= 0xd800 && cp <= 0xdbff) {
-            if (s_.substr(pos_, 2) != "\\u") fail("lone high surrogate in \\u escape");
-            pos_ += 2;
-            unsigned lo = hex4();
-            if (lo < 0xdc00 || lo > 0xdfff) fail("invalid low surrogate in \\u escape");
-            cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-          }
-          append_utf8(out, cp);
-          break;
+      case '"': out += '"'; break;
+      case '\\': out += '\\'; break;
+      case '/': out += '/'; break;
+      case 'b': out += '\b'; break;
+      case 'f': out += '\f'; break;
+      case 'n': out += '\n'; break;
+      case 'r': out += '\r'; break;
+      case 't': out += '\t'; break;
+      case 'u': {
+        unsigned cp = hex4();
+        if (cp >= 0xdc00 && cp <= 0xdfff) fail("lone low surrogate in \\u escape");
+        if (cp >= 0xd800 && cp <= 0xdbff) {
+          if (s_.substr(pos_, 2) != "\\u") fail("lone high surrogate in \\u escape");
+          pos_ += 2;
+          unsigned lo = hex4();
+          if (lo < 0xdc00 || lo > 0xdfff) fail("invalid low surrogate in \\u escape");
+          cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
         }
-        default: --pos_; fail(detail::str("invalid escape '\\", printable(e), "' in string"));
+        append_utf8(out, cp);
+        break;
+      }
+      default: --pos_; fail(detail::str("invalid escape '\\", printable(e), "' in string"));
       }
     }
   }
@@ -297,16 +305,16 @@ class Parser {
   size_t pos_ = 0;
 };
 
-}  // namespace
+} // namespace
 
 const char* Value::type_name(Type t) {
   switch (t) {
-    case Type::null: return "null";
-    case Type::boolean: return "boolean";
-    case Type::number: return "number";
-    case Type::string: return "string";
-    case Type::array: return "array";
-    case Type::object: return "object";
+  case Type::null: return "null";
+  case Type::boolean: return "boolean";
+  case Type::number: return "number";
+  case Type::string: return "string";
+  case Type::array: return "array";
+  case Type::object: return "object";
   }
   return "?";
 }
@@ -319,22 +327,22 @@ std::string quote(std::string_view text) {
   std::string out = "\"";
   for (char c : text) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-          out += buf;
-        } else {
-          out += c;
-        }
+    case '"': out += "\\\""; break;
+    case '\\': out += "\\\\"; break;
+    case '\n': out += "\\n"; break;
+    case '\r': out += "\\r"; break;
+    case '\t': out += "\\t"; break;
+    default:
+      if (static_cast<unsigned char>(c) < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+        out += buf;
+      } else {
+        out += c;
+      }
     }
   }
   return out + "\"";
 }
 
-}  // namespace kiln::json
+} // namespace kiln::json

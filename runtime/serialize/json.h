@@ -41,4 +41,4 @@ Value parse(std::string_view text, const std::string& context, int max_depth = 6
 /// `"text"` with JSON escapes (quotes, backslashes, control characters as \u00XX).
 std::string quote(std::string_view text);
 
-}  // namespace kiln::json
+} // namespace kiln::json

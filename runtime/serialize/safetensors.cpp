@@ -31,9 +31,9 @@ struct DTypeName {
   const char* name;
 };
 constexpr DTypeName kDTypeNames[] = {
-    {DType::f64, "F64"}, {DType::f32, "F32"}, {DType::f16, "F16"},
+    {DType::f64, "F64"},   {DType::f32, "F32"}, {DType::f16, "F16"},
     {DType::bf16, "BF16"}, {DType::i64, "I64"}, {DType::i32, "I32"},
-    {DType::i8, "I8"},   {DType::u8, "U8"},   {DType::bool_, "BOOL"},
+    {DType::i8, "I8"},     {DType::u8, "U8"},   {DType::bool_, "BOOL"},
 };
 
 const char* safetensors_name(DType t) {
@@ -61,7 +61,7 @@ struct Entry {
 
 struct Header {
   uint64_t header_bytes = 0;  // N
-  std::vector<Entry> entries;  // sorted by data offset
+  std::vector<Entry> entries; // sorted by data offset
   std::map<std::string, std::string> metadata;
 };
 
@@ -70,9 +70,9 @@ std::string tensor_label(const std::string& name) { return "tensor " + json::quo
 /// Reads a non-negative integer that fits int64 from a JSON number.
 uint64_t read_offset(const std::string& path, const std::string& name, const json::Value& v) {
   if (v.type != json::Value::Type::number || !v.is_int64 || v.int64 < 0)
-    fail(path, tensor_label(name) + ": data_offsets must be two non-negative integers, got " +
-                   (v.type == json::Value::Type::number ? v.number
-                                                        : json::Value::type_name(v.type)));
+    fail(path,
+         tensor_label(name) + ": data_offsets must be two non-negative integers, got " +
+             (v.type == json::Value::Type::number ? v.number : json::Value::type_name(v.type)));
   return static_cast<uint64_t>(v.int64);
 }
 
@@ -87,10 +87,14 @@ Entry read_entry(const std::string& path, const std::string& name, const json::V
   const json::Value* shape = nullptr;
   const json::Value* offsets = nullptr;
   for (const auto& [key, value] : v.object) {
-    if (key == "dtype") dtype = &value;
-    else if (key == "shape") shape = &value;
-    else if (key == "data_offsets") offsets = &value;
-    else fail(path, label + ": unexpected field " + json::quote(key));
+    if (key == "dtype")
+      dtype = &value;
+    else if (key == "shape")
+      shape = &value;
+    else if (key == "data_offsets")
+      offsets = &value;
+    else
+      fail(path, label + ": unexpected field " + json::quote(key));
   }
   if (!dtype) fail(path, label + ": missing field \"dtype\"");
   if (!shape) fail(path, label + ": missing field \"shape\"");
@@ -111,8 +115,8 @@ Entry read_entry(const std::string& path, const std::string& name, const json::V
                    " (kiln reads F64 F32 F16 BF16 I64 I32 I8 U8 BOOL)");
 
   if (shape->type != Type::array)
-    fail(path, label + ": shape must be a list of integers, got " +
-                   json::Value::type_name(shape->type));
+    fail(path,
+         label + ": shape must be a list of integers, got " + json::Value::type_name(shape->type));
   int64_t numel = 1;
   for (const json::Value& d : shape->array) {
     if (d.type != Type::number || !d.is_int64)
@@ -134,11 +138,14 @@ Entry read_entry(const std::string& path, const std::string& name, const json::V
   e.begin = read_offset(path, name, offsets->array[0]);
   e.end = read_offset(path, name, offsets->array[1]);
   if (e.end < e.begin)
-    fail(path, detail::str(label, ": data_offsets [", e.begin, ", ", e.end, "] end before they "
+    fail(path, detail::str(label, ": data_offsets [", e.begin, ", ", e.end,
+                           "] end before they "
                            "begin"));
   if (e.end > data_bytes)
-    fail(path, detail::str(label, ": data_offsets [", e.begin, ", ", e.end, "] are out of range "
-                           "of the data buffer of ", data_bytes, " bytes"));
+    fail(path, detail::str(label, ": data_offsets [", e.begin, ", ", e.end,
+                           "] are out of range "
+                           "of the data buffer of ",
+                           data_bytes, " bytes"));
   if (e.end - e.begin != static_cast<uint64_t>(nbytes))
     fail(path, detail::str(label, ": shape ", shape_str(e.shape), " of ", dtype->string, " needs ",
                            nbytes, " bytes but data_offsets [", e.begin, ", ", e.end, "] hold ",
@@ -172,7 +179,8 @@ Header read_header(std::ifstream& in, const std::string& path) {
   unsigned char len_bytes[8];
   read_exact(in, path, reinterpret_cast<char*>(len_bytes), 8, "the header length");
   uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | len_bytes[i];
+  for (int i = 7; i >= 0; --i)
+    n = (n << 8) | len_bytes[i];
   if (n > kMaxHeaderBytes)
     fail(path, detail::str("the header length ", n, " is larger than the limit of ",
                            kMaxHeaderBytes, " bytes (100 MB)"));
@@ -184,8 +192,8 @@ Header read_header(std::ifstream& in, const std::string& path) {
   read_exact(in, path, text.data(), n, "the header");
   json::Value root = json::parse(text, file_label(path));
   if (root.type != json::Value::Type::object)
-    fail(path, std::string("the header must be a JSON object, got ") +
-                   json::Value::type_name(root.type));
+    fail(path,
+         std::string("the header must be a JSON object, got ") + json::Value::type_name(root.type));
 
   Header h;
   h.header_bytes = n;
@@ -213,9 +221,9 @@ Header read_header(std::ifstream& in, const std::string& path) {
   const Entry* prev = nullptr;
   for (const Entry& e : h.entries) {
     if (e.begin < cursor)
-      fail(path, detail::str(tensor_label(e.name), " (bytes [", e.begin, ", ", e.end,
-                             ")) overlaps ", tensor_label(prev->name), " (bytes [", prev->begin,
-                             ", ", prev->end, "))"));
+      fail(path,
+           detail::str(tensor_label(e.name), " (bytes [", e.begin, ", ", e.end, ")) overlaps ",
+                       tensor_label(prev->name), " (bytes [", prev->begin, ", ", prev->end, "))"));
     if (e.begin > cursor)
       fail(path, detail::str("gap of ", e.begin - cursor, " bytes in the data buffer before ",
                              tensor_label(e.name), " (bytes [", cursor, ", ", e.begin,
@@ -225,7 +233,8 @@ Header read_header(std::ifstream& in, const std::string& path) {
   }
   if (cursor != data_bytes)
     fail(path, detail::str("the data buffer has ", data_bytes, " bytes but the tensors cover ",
-                           cursor, " (", data_bytes - cursor, " trailing bytes belong to no "
+                           cursor, " (", data_bytes - cursor,
+                           " trailing bytes belong to no "
                            "tensor)"));
   return h;
 }
@@ -249,14 +258,14 @@ bool write_all(int fd, const char* buf, size_t n) {
 
 /// A temporary file beside the target, removed unless committed by rename.
 class TempFile {
- public:
+public:
   explicit TempFile(const std::string& target) : target_(target) {
     static std::atomic<uint64_t> counter{0};
     path_ = detail::str(target, ".tmp.", ::getpid(), ".", counter.fetch_add(1));
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd_ < 0)
-      throw Error(detail::str("save: cannot create a temporary file for \"", target, "\": ",
-                              std::strerror(errno)));
+      throw Error(detail::str("save: cannot create a temporary file for \"", target,
+                              "\": ", std::strerror(errno)));
   }
   ~TempFile() {
     if (fd_ >= 0) ::close(fd_);
@@ -280,7 +289,7 @@ class TempFile {
     committed_ = true;
   }
 
- private:
+private:
   [[noreturn]] void fail_errno(const char* what) {
     throw Error(detail::str("save: cannot ", what, " \"", target_, "\": ", std::strerror(errno)));
   }
@@ -291,7 +300,7 @@ class TempFile {
   bool committed_ = false;
 };
 
-}  // namespace
+} // namespace
 
 void save(const std::map<std::string, Tensor>& tensors, const std::string& path,
           const std::map<std::string, std::string>& metadata) {
@@ -310,11 +319,15 @@ void save(const std::map<std::string, Tensor>& tensors, const std::string& path,
   }
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
-    KILN_CHECK(name != "__metadata__", "save: \"__metadata__\" is reserved in safetensors files "
-               "and cannot name a tensor (writing \"", path, "\")");
+    KILN_CHECK(name != "__metadata__",
+               "save: \"__metadata__\" is reserved in safetensors files "
+               "and cannot name a tensor (writing \"",
+               path, "\")");
     KILN_CHECK(t.defined(), "save: tensor \"", name, "\" is undefined (writing \"", path, "\")");
-    KILN_CHECK(!t.is_traced(), "save: tensor \"", name, "\" is traced and has no data yet "
-               "(writing \"", path, "\")");
+    KILN_CHECK(!t.is_traced(), "save: tensor \"", name,
+               "\" is traced and has no data yet "
+               "(writing \"",
+               path, "\")");
     Tensor host = (t.device().is_cpu() ? t : t.to(Device::cpu())).contiguous();
     auto nbytes = static_cast<uint64_t>(host.numel() * host.itemsize());
     if (header.size() > 1) header += ',';
@@ -333,7 +346,8 @@ void save(const std::map<std::string, Tensor>& tensors, const std::string& path,
   TempFile file(path);
   unsigned char len[8];
   uint64_t n = header.size();
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    len[i] = static_cast<unsigned char>(n >> (8 * i));
   file.write(len, 8);
   file.write(header.data(), header.size());
   for (const Tensor& t : data)
@@ -369,4 +383,4 @@ std::map<std::string, std::string> load_metadata(const std::string& path) {
   return read_header(in, path).metadata;
 }
 
-}  // namespace kiln
+} // namespace kiln

@@ -30,4 +30,4 @@ std::map<std::string, Tensor> load(const std::string& path);
 /// whole header as load does but reads no tensor data.
 std::map<std::string, std::string> load_metadata(const std::string& path);
 
-}  // namespace kiln
+} // namespace kiln

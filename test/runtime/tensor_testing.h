@@ -1,10 +1,10 @@
 // Tensor builders and switches shared by the runtime tests.
 #pragma once
 
-#include <kiln/kiln.h>
-
 #include <cstdint>
 #include <vector>
+
+#include <kiln/kiln.h>
 
 #include "runtime/kernels/onednn.h"
 
@@ -16,7 +16,9 @@ inline Tensor iota_f32(int64_t n) { return arange(n, TensorOptions(DType::f32));
 /// The values of t as floats, row-major.
 inline std::vector<float> vals(const Tensor& t) { return t.to_vector<float>(); }
 
-inline bool same_storage(const Tensor& a, const Tensor& b) { return a.impl().storage == b.impl().storage; }
+inline bool same_storage(const Tensor& a, const Tensor& b) {
+  return a.impl().storage == b.impl().storage;
+}
 
 /// Deterministic values in [-2, 2] on a 1/8 grid: products and short sums are exact in f32,
 /// so a library and a plain loop must agree exactly with a double reference.
@@ -43,4 +45,4 @@ struct OnednnMode {
   OnednnMode& operator=(const OnednnMode&) = delete;
 };
 
-}  // namespace kiln::testing
+} // namespace kiln::testing

@@ -1,12 +1,12 @@
 // Core tensor machinery: dtypes, half conversions, shapes, dispatch, errors with call sites.
 #include <catch2/catch.hpp>
-#include <kiln/kiln.h>
-
 #include <cmath>
 #include <cstring>
 #include <fstream>
 #include <limits>
 #include <sstream>
+
+#include <kiln/kiln.h>
 
 #include "runtime/ops/dispatch.h"
 
@@ -34,7 +34,9 @@ TEST_CASE("promote_types follows PyTorch", "[core]") {
 }
 
 TEST_CASE("result_type: scalars and 0-d tensors only raise the category", "[core]") {
-  auto meta = [](DType t, Shape s, bool wrapped = false) { return TensorMeta{t, Device::cpu(), s, {}, wrapped}; };
+  auto meta = [](DType t, Shape s, bool wrapped = false) {
+    return TensorMeta{t, Device::cpu(), s, {}, wrapped};
+  };
   std::vector<TensorMeta> m1{meta(DType::i32, {3}), meta(DType::i64, {}, true)};
   CHECK(result_type(m1) == DType::i32);
   std::vector<TensorMeta> m2{meta(DType::i32, {3}), meta(DType::f64, {}, true)};
@@ -62,29 +64,29 @@ TEST_CASE("half conversions round to nearest even", "[core]") {
   CHECK(float_to_half_bits(1.0f) == 0x3c00);
   CHECK(float_to_half_bits(-2.0f) == 0xc000);
   CHECK(float_to_half_bits(65504.0f) == 0x7bff);
-  CHECK(float_to_half_bits(65520.0f) == 0x7c00);  // overflows to inf
+  CHECK(float_to_half_bits(65520.0f) == 0x7c00); // overflows to inf
   CHECK(float_to_half_bits(65519.0f) == 0x7bff);
   CHECK(float_to_half_bits(std::numeric_limits<float>::infinity()) == 0x7c00);
   CHECK((float_to_half_bits(std::nanf("")) & 0x7c00) == 0x7c00);
   CHECK((float_to_half_bits(std::nanf("")) & 0x3ff) != 0);
   CHECK(float_to_half_bits(-0.0f) == 0x8000);
-  CHECK(float_to_half_bits(5.960464477539063e-08f) == 0x0001);  // smallest denormal
-  CHECK(float_to_half_bits(2.98023223876953125e-08f) == 0x0000);  // exactly half: ties to even
+  CHECK(float_to_half_bits(5.960464477539063e-08f) == 0x0001);   // smallest denormal
+  CHECK(float_to_half_bits(2.98023223876953125e-08f) == 0x0000); // exactly half: ties to even
   CHECK(float_to_half_bits(2.98023224e-08f * 1.5f) == 0x0001);
   // 1 + 2^-11 is halfway between 1 and 1 + 2^-10: ties to even (1.0).
   CHECK(float_to_half_bits(1.0f + 0x1p-11f) == 0x3c00);
   CHECK(float_to_half_bits(1.0f + 3 * 0x1p-11f) == 0x3c02);
   // Every half round-trips exactly.
   for (uint32_t b = 0; b < 0x10000; ++b) {
-    if ((b & 0x7c00) == 0x7c00 && (b & 0x3ff)) continue;  // NaN payloads
+    if ((b & 0x7c00) == 0x7c00 && (b & 0x3ff)) continue; // NaN payloads
     REQUIRE(float_to_half_bits(half_bits_to_float(static_cast<uint16_t>(b))) == b);
   }
 }
 
 TEST_CASE("bfloat16 conversions round to nearest even", "[core]") {
   CHECK(float_to_bf16_bits(1.0f) == 0x3f80);
-  CHECK(float_to_bf16_bits(std::bit_cast<float>(0x3f808000u)) == 0x3f80);  // tie → even
-  CHECK(float_to_bf16_bits(std::bit_cast<float>(0x3f818000u)) == 0x3f82);  // tie → even (up)
+  CHECK(float_to_bf16_bits(std::bit_cast<float>(0x3f808000u)) == 0x3f80); // tie → even
+  CHECK(float_to_bf16_bits(std::bit_cast<float>(0x3f818000u)) == 0x3f82); // tie → even (up)
   CHECK(float_to_bf16_bits(std::bit_cast<float>(0x3f808001u)) == 0x3f81);
   uint16_t nan = float_to_bf16_bits(std::nanf(""));
   CHECK((nan & 0x7f80) == 0x7f80);

@@ -7,9 +7,8 @@
 
 #include <kiln/kiln.h>
 
-#include "runtime/tensor_testing.h"
-
 #include "runtime/kernels/onednn.h"
+#include "runtime/tensor_testing.h"
 
 using namespace kiln;
 using namespace kiln::testing;

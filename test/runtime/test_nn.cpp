@@ -1,12 +1,12 @@
 // nn modules: registration and names, state dicts, train/eval, to(), every layer's forward.
-#include <catch2/catch.hpp>
-#include <kiln/kiln.h>
-
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 #include <sstream>
+
+#include <kiln/kiln.h>
 
 using namespace kiln;
 
@@ -46,13 +46,15 @@ struct Stack : nn::Module {
 
 std::vector<std::string> names_of(const std::vector<std::pair<std::string, Tensor>>& v) {
   std::vector<std::string> out;
-  for (const auto& [n, t] : v) out.push_back(n);
+  for (const auto& [n, t] : v)
+    out.push_back(n);
   return out;
 }
 
 std::vector<std::string> keys_of(const nn::StateDict& sd) {
   std::vector<std::string> out;
-  for (const auto& [k, v] : sd) out.push_back(k);
+  for (const auto& [k, v] : sd)
+    out.push_back(k);
   return out;
 }
 
@@ -67,22 +69,21 @@ void check_close(const Tensor& a, const Tensor& b, double tol = 1e-5) {
 
 Tensor f32(std::vector<float> v, Shape shape) { return tensor(v, shape); }
 
-template <typename T>
-std::string repr(const T& m) {
+template <typename T> std::string repr(const T& m) {
   std::ostringstream os;
   os << m;
   return os.str();
 }
 
-}  // namespace
+} // namespace
 
 // ---- Module machinery ----
 
 TEST_CASE("nn: named_parameters walks registration order with dotted names", "[nn]") {
   MLP m;
   auto params = m.named_parameters();
-  CHECK(names_of(params) == std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight",
-                                                     "fc2.bias"});
+  CHECK(names_of(params) ==
+        std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"});
   for (auto& [name, p] : params) {
     INFO(name);
     CHECK(p.requires_grad());
@@ -90,7 +91,7 @@ TEST_CASE("nn: named_parameters walks registration order with dotted names", "[n
   }
   CHECK(params[0].second.sizes() == Shape{3, 4});
   CHECK(params[1].second.sizes() == Shape{3});
-  CHECK(params[0].second.is_same(m.fc1.weight));  // handles to the members, not copies
+  CHECK(params[0].second.is_same(m.fc1.weight)); // handles to the members, not copies
   CHECK(m.parameters().size() == 4);
   CHECK(names_of(m.named_parameters(/*recurse=*/false)).empty());
   auto kids = m.named_children();
@@ -99,7 +100,8 @@ TEST_CASE("nn: named_parameters walks registration order with dotted names", "[n
   CHECK(kids[0].second == &m.fc1);
   CHECK(m.children()[1] == &m.fc2);
   std::vector<std::string> mods;
-  for (auto& [n, mod] : m.named_modules()) mods.push_back(n);
+  for (auto& [n, mod] : m.named_modules())
+    mods.push_back(n);
   CHECK(mods == std::vector<std::string>{"", "fc1", "fc2"});
 }
 
@@ -127,9 +129,9 @@ TEST_CASE("nn: containers name children by index, as PyTorch", "[nn]") {
   CHECK(n == 2);
   CHECK(s.blocks[-1].get() == s.blocks[1].get());
   CHECK_THROWS_WITH(s.blocks[2], Catch::Contains("ModuleList: index 2 is out of range for 2"));
-  CHECK_THROWS_WITH(s.blocks[0]->as<nn::Linear>(),
-                    Catch::Contains("as: the module is a") && Catch::Contains("Block") &&
-                        Catch::Contains("not a kiln::nn::Linear"));
+  CHECK_THROWS_WITH(s.blocks[0]->as<nn::Linear>(), Catch::Contains("as: the module is a") &&
+                                                       Catch::Contains("Block") &&
+                                                       Catch::Contains("not a kiln::nn::Linear"));
   CHECK_THROWS_WITH(s.blocks.forward(ones({1})),
                     Catch::Contains("ModuleList does not define forward"));
 }
@@ -156,7 +158,7 @@ TEST_CASE("nn: tied parameters are listed once but saved under both names", "[nn
     nn::Embedding emb{5, 3};
     nn::Linear head{3, 5, false};
     Tied() {
-      head.weight = emb.weight;  // before registration: the member now shares emb's tensor
+      head.weight = emb.weight; // before registration: the member now shares emb's tensor
       register_module("emb", emb);
       register_module("head", head);
     }
@@ -164,7 +166,7 @@ TEST_CASE("nn: tied parameters are listed once but saved under both names", "[nn
   Tied t;
   CHECK(names_of(t.named_parameters()) == std::vector<std::string>{"emb.weight"});
   CHECK(keys_of(t.state_dict()) == std::vector<std::string>{"emb.weight", "head.weight"});
-  t.to(DType::f64);  // converted once: still tied
+  t.to(DType::f64); // converted once: still tied
   CHECK(t.head.weight.dtype() == DType::f64);
   CHECK(t.head.weight.is_same(t.emb.weight));
   CHECK(t.parameters().size() == 1);
@@ -172,19 +174,19 @@ TEST_CASE("nn: tied parameters are listed once but saved under both names", "[nn
 
 TEST_CASE("nn: load_state_dict copies in place and reports keys", "[nn]") {
   MLP a, b;
-  Tensor held = b.fc1.weight;  // a handle taken before loading
+  Tensor held = b.fc1.weight; // a handle taken before loading
   uint64_t v0 = held.version();
   auto report = b.load_state_dict(a.state_dict());
   CHECK(report.ok());
   CHECK(held.is_same(b.fc1.weight));
   CHECK(held.version() > v0);
   CHECK(held.to_vector<float>() == a.fc1.weight.to_vector<float>());
-  CHECK_FALSE(held.is_same(a.fc1.weight));  // copied, not aliased
+  CHECK_FALSE(held.is_same(a.fc1.weight)); // copied, not aliased
   CHECK(b.fc2.bias.to_vector<float>() == a.fc2.bias.to_vector<float>());
   Tensor x = randn({5, 4});
   check_close(b(x), a(x), 0);
   auto own = a.fc1.weight.to_vector<float>();
-  CHECK(a.load_state_dict(a.state_dict()).ok());  // loading a module's own state is a no-op
+  CHECK(a.load_state_dict(a.state_dict()).ok()); // loading a module's own state is a no-op
   CHECK(a.fc1.weight.to_vector<float>() == own);
 
   // A missing and an unexpected key: strict throws listing both and writes nothing.
@@ -247,7 +249,7 @@ TEST_CASE("nn: to(dtype) converts floating state only and re-binds members", "[n
   CHECK(old.dtype() == DType::f32);
   CHECK(bn.state_dict().at("running_mean").dtype() == DType::f64);
   CHECK(bn.parameters()[0].is_same(bn.weight));
-  bn.to(Device::cpu());  // same device: nothing to move
+  bn.to(Device::cpu()); // same device: nothing to move
   CHECK(bn.weight.dtype() == DType::f64);
 }
 
@@ -261,11 +263,10 @@ TEST_CASE("nn: zero_grad drops gradients", "[nn]") {
 
 TEST_CASE("nn: module repr", "[nn]") {
   MLP m;
-  CHECK(repr(m) ==
-        "MLP(\n"
-        "  (fc1): Linear(in_features=4, out_features=3, bias=True)\n"
-        "  (fc2): Linear(in_features=3, out_features=2, bias=True)\n"
-        ")");
+  CHECK(repr(m) == "MLP(\n"
+                   "  (fc1): Linear(in_features=4, out_features=3, bias=True)\n"
+                   "  (fc2): Linear(in_features=3, out_features=2, bias=True)\n"
+                   ")");
   nn::Sequential seq{std::make_shared<nn::Conv2d>(1, 2, 3, 1, 1),
                      std::make_shared<nn::BatchNorm2d>(2), std::make_shared<nn::ReLU>(),
                      std::make_shared<nn::MaxPool2d>(2), std::make_shared<nn::Flatten>()};
@@ -295,14 +296,14 @@ TEST_CASE("nn: Linear initialisation and forward", "[nn]") {
   }
   CHECK(lo >= -bound);
   CHECK(hi <= bound);
-  CHECK(hi - lo > bound);  // spread over the range, not constant
-  for (float v : l.bias.to_vector<float>()) CHECK(std::abs(v) <= bound);
+  CHECK(hi - lo > bound); // spread over the range, not constant
+  for (float v : l.bias.to_vector<float>())
+    CHECK(std::abs(v) <= bound);
 
   nn::Linear small(2, 2);
   small.weight.copy_(f32({1, 2, 3, 4}, {2, 2}));
   small.bias.copy_(f32({10, 20}, {2}));
-  CHECK(small(f32({1, 1, 0, 2}, {2, 2})).to_vector<float>() ==
-        std::vector<float>{13, 27, 14, 28});
+  CHECK(small(f32({1, 1, 0, 2}, {2, 2})).to_vector<float>() == std::vector<float>{13, 27, 14, 28});
   // Leading batch dims pass through.
   CHECK(small(zeros({3, 5, 2})).sizes() == Shape{3, 5, 2});
 
@@ -318,7 +319,8 @@ TEST_CASE("nn: Conv2d parameters, forward and argument checks", "[nn]") {
   CHECK(c.weight.sizes() == Shape{6, 2, 3, 1});
   CHECK(c.bias.sizes() == Shape{6});
   double bound = 1.0 / std::sqrt(2.0 * 3.0);
-  for (float v : c.weight.to_vector<float>()) CHECK(std::abs(v) <= bound);
+  for (float v : c.weight.to_vector<float>())
+    CHECK(std::abs(v) <= bound);
   Tensor x = randn({2, 4, 5, 5});
   check_close(c(x), conv2d(x, c.weight, c.bias, {1, 1}, {1, 0}, {1, 1}, 2));
   CHECK(c(x).sizes() == Shape{2, 6, 5, 5});
@@ -350,7 +352,7 @@ TEST_CASE("nn: BatchNorm2d trains running statistics and evaluates with them", "
   bn.eval();
   Tensor e = bn(f32({1, 5}, {1, 2, 1, 1}));
   check_close(e, f32({0, 0}, {1, 2, 1, 1}), 1e-4);
-  CHECK(bn.num_batches_tracked.item<int64_t>() == 1);  // not counted in eval
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 1); // not counted in eval
   CHECK_THROWS_WITH(bn(zeros({2, 2})), Catch::Contains("BatchNorm2d: expected 4D input (got 2D"));
   CHECK_THROWS_WITH(bn(zeros({1, 3, 1, 1})), Catch::Contains("expected 2 channels"));
 
@@ -450,8 +452,8 @@ std::vector<float> reference_mha(const nn::MultiheadAttention& m, const std::vec
       for (int64_t o = 0; o < e; ++o) {
         double acc = b[static_cast<size_t>(which * e + o)];
         for (int64_t i = 0; i < e; ++i)
-          acc += x[static_cast<size_t>(r * e + i)] *
-                 w[static_cast<size_t>((which * e + o) * e + i)];
+          acc +=
+              x[static_cast<size_t>(r * e + i)] * w[static_cast<size_t>((which * e + o) * e + i)];
         out[static_cast<size_t>(r * e + o)] = static_cast<float>(acc);
       }
     return out;
@@ -474,7 +476,8 @@ std::vector<float> reference_mha(const nn::MultiheadAttention& m, const std::vec
           mx = std::max(mx, acc);
         }
         double total = 0;
-        for (double& v : sc) total += (v = std::exp(v - mx));
+        for (double& v : sc)
+          total += (v = std::exp(v - mx));
         for (int64_t d = 0; d < dh; ++d) {
           double acc = 0;
           for (int64_t j = 0; j < s; ++j)
@@ -494,7 +497,7 @@ std::vector<float> reference_mha(const nn::MultiheadAttention& m, const std::vec
   return out;
 }
 
-}  // namespace
+} // namespace
 
 TEST_CASE("nn: MultiheadAttention names, shapes and values", "[nn]") {
   manual_seed(7);
@@ -506,7 +509,8 @@ TEST_CASE("nn: MultiheadAttention names, shapes and values", "[nn]") {
   CHECK(mha.in_proj_bias.to_vector<float>() == std::vector<float>(12, 0.0f));
   CHECK(mha.out_proj.bias.to_vector<float>() == std::vector<float>(4, 0.0f));
   double xavier = std::sqrt(6.0 / (12 + 4));
-  for (float v : mha.in_proj_weight.to_vector<float>()) CHECK(std::abs(v) <= xavier);
+  for (float v : mha.in_proj_weight.to_vector<float>())
+    CHECK(std::abs(v) <= xavier);
   // Non-zero biases so a mix-up of the q/k/v slices shows.
   mha.in_proj_bias.copy_(randn({12}));
   mha.out_proj.bias.copy_(randn({4}));
@@ -568,13 +572,13 @@ TEST_CASE("nn: TransformerEncoderLayer has PyTorch's names and wiring", "[nn]") 
   manual_seed(11);
   nn::TransformerEncoderLayer layer(8, 2, 16, 0.1);
   CHECK(keys_of(layer.state_dict()) ==
-        std::vector<std::string>{"linear1.bias", "linear1.weight", "linear2.bias",
-                                 "linear2.weight", "norm1.bias", "norm1.weight", "norm2.bias",
-                                 "norm2.weight", "self_attn.in_proj_bias",
-                                 "self_attn.in_proj_weight", "self_attn.out_proj.bias",
-                                 "self_attn.out_proj.weight"});
+        std::vector<std::string>{"linear1.bias", "linear1.weight", "linear2.bias", "linear2.weight",
+                                 "norm1.bias", "norm1.weight", "norm2.bias", "norm2.weight",
+                                 "self_attn.in_proj_bias", "self_attn.in_proj_weight",
+                                 "self_attn.out_proj.bias", "self_attn.out_proj.weight"});
   std::vector<std::string> kids;
-  for (auto& [name, m] : layer.named_children()) kids.push_back(name);
+  for (auto& [name, m] : layer.named_children())
+    kids.push_back(name);
   CHECK(kids == std::vector<std::string>{"self_attn", "linear1", "dropout", "linear2", "norm1",
                                          "norm2", "dropout1", "dropout2"});
   CHECK(layer.linear1.weight.sizes() == Shape{16, 8});
@@ -630,18 +634,24 @@ namespace {
 // The Modules example of API.md, verbatim apart from the sizes.
 struct ApiMLP : nn::Module {
   nn::Linear fc1{8, 6}, fc2{6, 3};
-  ApiMLP() { register_module("fc1", fc1); register_module("fc2", fc2); }
+  ApiMLP() {
+    register_module("fc1", fc1);
+    register_module("fc2", fc2);
+  }
   Tensor forward(const Tensor& x) { return fc2(relu(fc1(x))); }
 };
 
-}  // namespace
+} // namespace
 
 TEST_CASE("nn: the API.md module example works as written", "[nn]") {
   namespace fs = std::filesystem;
   fs::path dir = fs::temp_directory_path() / ("kiln_api_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   std::string path = (dir / "mlp.safetensors").string();
-  ApiMLP m;  m.train(); m.eval();  m.to(Device::cpu());
+  ApiMLP m;
+  m.train();
+  m.eval();
+  m.to(Device::cpu());
   int count = 0;
   for (auto& [name, p] : m.named_parameters()) {
     CHECK(p.defined());
@@ -655,7 +665,7 @@ TEST_CASE("nn: the API.md module example works as written", "[nn]") {
   CHECK(report.missing_keys.empty());
   CHECK(report.unexpected_keys.empty());
   Tensor x = randn({2, 8});
-  check_close(other(x), m(x), 0);  // m(x) reaches the non-virtual-looking forward
+  check_close(other(x), m(x), 0); // m(x) reaches the non-virtual-looking forward
   nn::Module& base = m;
   check_close(base(x), m.forward(x), 0);
   fs::remove_all(dir);

@@ -1,10 +1,10 @@
 // Tensor printing: exact PyTorch-style strings for each formatting rule.
 #include <catch2/catch.hpp>
-#include <kiln/kiln.h>
-
 #include <cmath>
 #include <limits>
 #include <sstream>
+
+#include <kiln/kiln.h>
 
 #include "runtime/ops/dispatch.h"
 
@@ -23,7 +23,7 @@ Tensor f32(std::vector<float> v) { return tensor(v); }
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-}  // namespace
+} // namespace
 
 TEST_CASE("print: integer-valued floats use int mode", "[print]") {
   CHECK(str(f32({1, 2, 3})) == "tensor([1., 2., 3.])");
@@ -37,18 +37,18 @@ TEST_CASE("print: fixed notation with 4 decimals, right aligned", "[print]") {
   CHECK(str(scalar_tensor(3.5)) == "tensor(3.5000)");
   CHECK(str(f32({1.5f, -2.25f})) == "tensor([ 1.5000, -2.2500])");
   CHECK(str(f32({100.5f, -1.25f})) == "tensor([100.5000,  -1.2500])");
-  CHECK(str(f32({0.12345f})) == "tensor([0.1235])");  // rounded, not truncated
+  CHECK(str(f32({0.12345f})) == "tensor([0.1235])"); // rounded, not truncated
 }
 
 TEST_CASE("print: scientific notation by PyTorch's thresholds", "[print]") {
-  CHECK(str(f32({1e-5f, 1})) == "tensor([1.0000e-05, 1.0000e+00])");  // min < 1e-4
+  CHECK(str(f32({1e-5f, 1})) == "tensor([1.0000e-05, 1.0000e+00])"); // min < 1e-4
   CHECK(str(f32({-1e-5f, 100})) == "tensor([-1.0000e-05,  1.0000e+02])");
-  CHECK(str(f32({0.5f, 600.5f})) == "tensor([5.0000e-01, 6.0050e+02])");  // ratio > 1000
-  CHECK(str(f32({0.5f, 400.5f})) == "tensor([  0.5000, 400.5000])");      // ratio < 1000
+  CHECK(str(f32({0.5f, 600.5f})) == "tensor([5.0000e-01, 6.0050e+02])"); // ratio > 1000
+  CHECK(str(f32({0.5f, 400.5f})) == "tensor([  0.5000, 400.5000])");     // ratio < 1000
   CHECK(str(f32({1, 1e9f})) == "tensor([1.0000e+00, 1.0000e+09])");      // int mode, max > 1e8
   CHECK(str(f32({1, 2000})) == "tensor([1.0000e+00, 2.0000e+03])");      // int mode, ratio
   CHECK(str(f32({1, 1000})) == "tensor([   1., 1000.])");
-  CHECK(str(f32({1e-4f, 1e-1f})) == "tensor([1.0000e-04, 1.0000e-01])");  // 1e-4f < 1e-4
+  CHECK(str(f32({1e-4f, 1e-1f})) == "tensor([1.0000e-04, 1.0000e-01])"); // 1e-4f < 1e-4
 }
 
 TEST_CASE("print: nan and inf", "[print]") {
@@ -80,12 +80,11 @@ TEST_CASE("print: integers, bools and dtype suffixes", "[print]") {
 
 TEST_CASE("print: nested dims are separated by blank lines", "[print]") {
   Tensor t = arange(0, 8).view({2, 2, 2});
-  CHECK(str(t) ==
-        "tensor([[[0, 1],\n"
-        "         [2, 3]],\n"
-        "\n"
-        "        [[4, 5],\n"
-        "         [6, 7]]])");
+  CHECK(str(t) == "tensor([[[0, 1],\n"
+                  "         [2, 3]],\n"
+                  "\n"
+                  "        [[4, 5],\n"
+                  "         [6, 7]]])");
 }
 
 TEST_CASE("print: non-contiguous views print their logical order", "[print]") {

@@ -35,7 +35,8 @@ TEST_CASE("philox4x32_10 matches the Random123 known-answer vectors", "[random]"
         std::array<uint32_t, 4>{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u});
 }
 
-TEST_CASE("manual_seed reproduces rand, consecutive calls differ, values lie in 0 <= u < 1", "[random]") {
+TEST_CASE("manual_seed reproduces rand, consecutive calls differ, values lie in 0 <= u < 1",
+          "[random]") {
   manual_seed(1234);
   std::vector<float> a = rand({1000}).to_vector<float>();
   std::vector<float> b = rand({1000}).to_vector<float>();

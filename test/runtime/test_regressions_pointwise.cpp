@@ -22,8 +22,7 @@ TEST_CASE("in place: writing an expanded (stride 0) view is refused, fill_ is no
   Tensor base = tensor<float>({1, 2, 3});
   Tensor e = base.expand({2, 3});
   CHECK_THROWS_WITH(e.add_(ones({2, 3})), Catch::Contains("add: unsupported operation") &&
-                                              Catch::Contains(msg) &&
-                                              Catch::Contains("[2, 3]"));
+                                              Catch::Contains(msg) && Catch::Contains("[2, 3]"));
   CHECK_THROWS_WITH(e.add_(1), Catch::Contains(msg));
   CHECK_THROWS_WITH(e.mul_(e), Catch::Contains(msg));
   CHECK_THROWS_WITH(e.relu_(), Catch::Contains(msg));
@@ -133,8 +132,7 @@ TEST_CASE("add with alpha: the result dtype is result_type(a, b)", "[regression]
   Tensor b0 = scalar_tensor(1.0 + 0x1p-20, DType::f64);
   CHECK(add(tensor<float>({1}), b0, 3).dtype() == DType::f32);
   CHECK(add(h, b0, 2).dtype() == DType::f16);
-  CHECK(fv(add(tensor<float>({1, 2}), tensor<double>({0.5, 1.5}), 2)) ==
-        std::vector<float>{2, 5});
+  CHECK(fv(add(tensor<float>({1, 2}), tensor<double>({0.5, 1.5}), 2)) == std::vector<float>{2, 5});
   CHECK(add(tensor<float>({1, 2}), tensor<double>({0.5, 1.5}), 2).dtype() == DType::f64);
   CHECK_THROWS_WITH(add(xi, mask, 2.5), Catch::Contains("alpha must not be a floating point"));
 }

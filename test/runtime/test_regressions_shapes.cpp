@@ -1,17 +1,17 @@
 // Regression and edge-case tests for reductions, views, data movement, contractions, nn and
 // safetensors: the cases a review found worth pinning (views of views, NaN/tie rules, empty
 // dims, stride-0 operands through oneDNN, fuzzed safetensors files).
-#include <catch2/catch.hpp>
-#include <kiln/kiln.h>
-
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <random>
+
+#include <kiln/kiln.h>
 
 #include "runtime/nn/nn.h"
 #include "tensor_testing.h"
@@ -43,10 +43,10 @@ void check_same(const Tensor& got, const Tensor& want) {
 // ---- views ----
 
 TEST_CASE("regressions: slice of a transpose of an expand keeps offsets and strides", "[regr]") {
-  Tensor base = iota_f32(6);                   // 0..5
-  Tensor row = base.slice(0, 2, 5);            // [2,3,4], offset 2
-  Tensor e = row.expand({4, 3});               // strides [0, 1]
-  Tensor t = e.transpose(0, 1);                // [3, 4], strides [1, 0]
+  Tensor base = iota_f32(6);                     // 0..5
+  Tensor row = base.slice(0, 2, 5);              // [2,3,4], offset 2
+  Tensor e = row.expand({4, 3});                 // strides [0, 1]
+  Tensor t = e.transpose(0, 1);                  // [3, 4], strides [1, 0]
   Tensor s = t.slice(0, 1, 3).slice(1, 1, 4, 2); // rows 1..2, cols 1,3
   CHECK(s.sizes() == Shape{2, 2});
   CHECK(s.storage_offset() == 3);
@@ -176,7 +176,7 @@ TEST_CASE("regressions: cumsum on strided and expanded inputs", "[regr]") {
 // ---- data movement ----
 
 TEST_CASE("regressions: cat with mixed dtypes and non-contiguous inputs", "[regr]") {
-  Tensor a = tensor<int32_t>({1, 2, 3, 4}, {2, 2}).t();     // [[1,3],[2,4]]
+  Tensor a = tensor<int32_t>({1, 2, 3, 4}, {2, 2}).t();                // [[1,3],[2,4]]
   Tensor b = tensor<float>({0.5f, 9, 1.5f, 9}, {2, 2}).slice(1, 0, 1); // [[0.5],[1.5]]
   Tensor c = cat({a, b}, 1);
   CHECK(c.dtype() == DType::f32);
@@ -262,9 +262,9 @@ TEST_CASE("regressions: matmul with transposed, sliced and stride-0 operands (on
 
 TEST_CASE("regressions: conv2d with groups and non-contiguous input/weight", "[regr]") {
   Tensor x = grid({2, 5, 4, 4}, 21).permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2});
-  x = x.slice(1, 0, 4); // [2, 4, 4, 4], channels strided, offset 0
-  Tensor w = grid({6, 2, 3, 3}, 22).transpose(2, 3);  // non-contiguous
-  Tensor b = grid({12}, 23).slice(0, 0, 12, 2);       // strided bias
+  x = x.slice(1, 0, 4);                              // [2, 4, 4, 4], channels strided, offset 0
+  Tensor w = grid({6, 2, 3, 3}, 22).transpose(2, 3); // non-contiguous
+  Tensor b = grid({12}, 23).slice(0, 0, 12, 2);      // strided bias
   Tensor ref;
   {
     OnednnMode off(false);
@@ -300,8 +300,7 @@ TEST_CASE("regressions: pooling ceil_mode edge rules", "[regr]") {
   CHECK(max_pool2d(y, {1, 2}, {1, 2}, {0, 1}, {1}, true).size(-1) == 3);
   CHECK(vals(avg_pool2d(y, {1, 2}, {1, 2}, {0, 1}, true, true)) ==
         std::vector<float>{0.5f, 2.5f, 2});
-  CHECK(vals(avg_pool2d(y, {1, 2}, {1, 2}, {0, 1}, true, false)) ==
-        std::vector<float>{1, 2.5f, 4});
+  CHECK(vals(avg_pool2d(y, {1, 2}, {1, 2}, {0, 1}, true, false)) == std::vector<float>{1, 2.5f, 4});
 }
 
 // ---- nn functional ----
@@ -337,7 +336,8 @@ TEST_CASE("regressions: cross_entropy with [N, C, d] logits", "[regr]") {
   CHECK(none.sizes() == Shape{2, 2});
   auto lse = [](std::vector<double> v) {
     double m = 0;
-    for (double x : v) m += std::exp(x);
+    for (double x : v)
+      m += std::exp(x);
     return std::log(m);
   };
   auto n = vals(none);
@@ -383,7 +383,8 @@ TEST_CASE("regressions: load_state_dict strictness, shape mismatch and to(dtype)
   CHECK(sd.count("bn.num_batches_tracked") == 1);
   TwoLayer other;
   nn::StateDict changed;
-  for (auto& [k, t] : sd) changed[k] = add(t.detach().to(DType::f64), Scalar(1.0)).to(t.dtype());
+  for (auto& [k, t] : sd)
+    changed[k] = add(t.detach().to(DType::f64), Scalar(1.0)).to(t.dtype());
   Tensor w_before = other.fc.weight; // a handle taken earlier sees the load
   CHECK(other.load_state_dict(changed).ok());
   check_same(w_before, changed["fc.weight"]);
@@ -392,8 +393,8 @@ TEST_CASE("regressions: load_state_dict strictness, shape mismatch and to(dtype)
   nn::StateDict partial = changed;
   partial.erase("fc.bias");
   partial["extra"] = zeros({1});
-  CHECK_THROWS_WITH(other.load_state_dict(partial), Catch::Contains("fc.bias") &&
-                                                        Catch::Contains("extra"));
+  CHECK_THROWS_WITH(other.load_state_dict(partial),
+                    Catch::Contains("fc.bias") && Catch::Contains("extra"));
   nn::LoadReport r = other.load_state_dict(partial, false);
   CHECK(r.missing_keys == std::vector<std::string>{"fc.bias"});
   CHECK(r.unexpected_keys == std::vector<std::string>{"extra"});
@@ -448,9 +449,10 @@ TEST_CASE("regressions: mutated safetensors files only ever throw kiln::Error", 
       switch (rng() % 5) {
       case 0: m[pos] = static_cast<char>(rng() & 0xff); break;
       case 1: m[pos] = interesting[rng() % (sizeof interesting - 1)]; break;
-      case 2: m.erase(m.begin() + static_cast<std::ptrdiff_t>(pos),
-                      m.begin() + static_cast<std::ptrdiff_t>(std::min(m.size(), pos + 1 + rng() % 8)));
-              break;
+      case 2:
+        m.erase(m.begin() + static_cast<std::ptrdiff_t>(pos),
+                m.begin() + static_cast<std::ptrdiff_t>(std::min(m.size(), pos + 1 + rng() % 8)));
+        break;
       case 3:
         m.insert(m.begin() + static_cast<std::ptrdiff_t>(pos),
                  interesting[rng() % (sizeof interesting - 1)]);
@@ -466,7 +468,8 @@ TEST_CASE("regressions: mutated safetensors files only ever throw kiln::Error", 
     try {
       auto t = load(bad);
       ++loaded;
-      for (auto& [k, v] : t) (void)v.numel();
+      for (auto& [k, v] : t)
+        (void)v.numel();
     } catch (const Error&) {
       ++rejected;
     }
@@ -490,10 +493,10 @@ TEST_CASE("regressions: large reductions on every path match an exact reference"
   for (int threads : {1, 2, 3}) {
     INFO("threads " << threads);
     set_num_threads(threads);
-    CHECK(vals(sum(x, {0})) == want);              // column path, parallel tree
-    CHECK(vals(sum(x.t(), {1})) == want);          // row path, strided
+    CHECK(vals(sum(x, {0})) == want);                  // column path, parallel tree
+    CHECK(vals(sum(x.t(), {1})) == want);              // row path, strided
     CHECK(vals(sum(x.t().contiguous(), {1})) == want); // row path, dense
-    CHECK(vals(sum(x)) [0] == static_cast<float>(col[0] + col[1] + col[2]));
+    CHECK(vals(sum(x))[0] == static_cast<float>(col[0] + col[1] + col[2]));
     CHECK(vals(cumsum(x, 0).slice(0, n - 1, n)) == want);
     // argmax of a column with its maximum planted late.
     Tensor y = x.clone();
@@ -544,8 +547,7 @@ TEST_CASE("regressions: pooling over non-contiguous input and integer dtypes", "
   CHECK(std::isnan(vals(max_pool2d(xn, {2}))[0]));
 }
 
-TEST_CASE("regressions: multi-dim reductions across leaves and tiles match a reference",
-          "[regr]") {
+TEST_CASE("regressions: multi-dim reductions across leaves and tiles match a reference", "[regr]") {
   const Shape s{20, 7, 30};
   std::vector<float> v = grid_values(numel_of(s), 71);
   Tensor x = tensor<float>(v, s);

@@ -1,14 +1,14 @@
 // safetensors: exact round trips for every dtype, and one test per kind of corrupt file.
-#include <catch2/catch.hpp>
-#include <kiln/kiln.h>
-
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+
+#include <kiln/kiln.h>
 
 #include "runtime/ops/dispatch.h"
 
@@ -48,16 +48,17 @@ Tensor from_bytes(DType dtype, Shape shape, const std::string& bytes) {
   return t;
 }
 
-template <typename T>
-std::string pack(std::initializer_list<T> values) {
+template <typename T> std::string pack(std::initializer_list<T> values) {
   std::string out;
-  for (T v : values) out.append(reinterpret_cast<const char*>(&v), sizeof(T));
+  for (T v : values)
+    out.append(reinterpret_cast<const char*>(&v), sizeof(T));
   return out;
 }
 
 std::string le64(uint64_t n) {
   std::string out(8, '\0');
-  for (size_t i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  for (size_t i = 0; i < 8; ++i)
+    out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
   return out;
 }
 
@@ -79,7 +80,7 @@ std::string read_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
-}  // namespace
+} // namespace
 
 TEST_CASE("safetensors: every dtype round-trips bit for bit", "[safetensors]") {
   TempDir d;
@@ -92,12 +93,11 @@ TEST_CASE("safetensors: every dtype round-trips bit for bit", "[safetensors]") {
                          pack<float>({1.5f, -0.0f, f_nan, f_neg_nan,
                                       std::numeric_limits<float>::infinity(),
                                       std::numeric_limits<float>::denorm_min()}))},
-      {"f64", from_bytes(DType::f64, {3},
-                         pack<double>({-0.0, std::nan("7"), 1e300}))},
+      {"f64", from_bytes(DType::f64, {3}, pack<double>({-0.0, std::nan("7"), 1e300}))},
       {"f16", from_bytes(DType::f16, {4}, pack<uint16_t>({0x3c00, 0x8000, 0x7e01, 0x0001}))},
       {"bf16", from_bytes(DType::bf16, {2, 2}, pack<uint16_t>({0x3f80, 0x8000, 0x7fc1, 0xff80}))},
-      {"i64", from_bytes(DType::i64, {2},
-                         pack<int64_t>({std::numeric_limits<int64_t>::min(), 42}))},
+      {"i64",
+       from_bytes(DType::i64, {2}, pack<int64_t>({std::numeric_limits<int64_t>::min(), 42}))},
       {"i32", from_bytes(DType::i32, {3}, pack<int32_t>({-1, 0, 2147483647}))},
       {"i8", from_bytes(DType::i8, {2}, pack<int8_t>({-128, 127}))},
       {"u8", from_bytes(DType::u8, {3}, pack<uint8_t>({0, 200, 255}))},
@@ -155,15 +155,15 @@ TEST_CASE("safetensors: the file layout is the reference one", "[safetensors]") 
   std::string bytes = read_file(path);
   REQUIRE(bytes.size() >= 8);
   uint64_t n = 0;
-  for (size_t i = 8; i-- > 0;) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
+  for (size_t i = 8; i-- > 0;)
+    n = (n << 8) | static_cast<unsigned char>(bytes[i]);
   CHECK(n % 8 == 0);
   std::string header = bytes.substr(8, n);
   // Keys sorted, offsets contiguous from 0, padded with spaces.
-  CHECK(header.rfind(
-            "{\"__metadata__\":{\"format\":\"pt\"},"
-            "\"a\":{\"dtype\":\"U8\",\"shape\":[1,1],\"data_offsets\":[0,1]},"
-            "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[1,9]}}",
-            0) == 0);
+  CHECK(header.rfind("{\"__metadata__\":{\"format\":\"pt\"},"
+                     "\"a\":{\"dtype\":\"U8\",\"shape\":[1,1],\"data_offsets\":[0,1]},"
+                     "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[1,9]}}",
+                     0) == 0);
   CHECK(header.find_first_not_of(' ', header.find_last_of('}') + 1) == std::string::npos);
   CHECK(bytes.size() == 8 + n + 9);
   CHECK(load_metadata(path) == std::map<std::string, std::string>{{"format", "pt"}});
@@ -189,7 +189,7 @@ TEST_CASE("safetensors: save writes atomically and reports bad paths", "[safeten
   TempDir d;
   std::string path = d.file("model.safetensors");
   save({{"x", from_bytes(DType::f32, {1}, pack<float>({1}))}}, path);
-  save({{"y", from_bytes(DType::f32, {1}, pack<float>({2}))}}, path);  // replaces the file
+  save({{"y", from_bytes(DType::f32, {1}, pack<float>({2}))}}, path); // replaces the file
   CHECK(load(path).count("y"));
   int files = 0;
   for (const auto& e : fs::directory_iterator(d.dir)) {
@@ -202,7 +202,7 @@ TEST_CASE("safetensors: save writes atomically and reports bad paths", "[safeten
   CHECK_THROWS_WITH(save({{"__metadata__", make_tensor({1}, DType::f32)}}, path),
                     Catch::Contains("reserved"));
   CHECK_THROWS_WITH(save({{"u", Tensor()}}, path), Catch::Contains("\"u\" is undefined"));
-  CHECK(load(path).count("y"));  // failed saves leave the old file alone
+  CHECK(load(path).count("y")); // failed saves leave the old file alone
 }
 
 TEST_CASE("safetensors: missing and non-regular files", "[safetensors]") {
@@ -295,7 +295,7 @@ TEST_CASE("safetensors corrupt: bad JSON", "[safetensors]") {
   bad("{\"__metadata__\":{\"k\":\"a\nb\"}}", "control character in string");
   bad(R"({"__metadata__":{"k":"\ud800"}})", "lone high surrogate");
   bad("{\"__metadata__\":{\"k\":\"\xc3\"}}", "invalid UTF-8");
-  bad("{\"__metadata__\":{\"k\":\"\xc0\xaf\"}}", "invalid UTF-8");  // overlong '/'
+  bad("{\"__metadata__\":{\"k\":\"\xc0\xaf\"}}", "invalid UTF-8"); // overlong '/'
   bad(R"({"a":{"dtype":"F32","shape":[01],"data_offsets":[0,4]}})", "leading zero");
   bad(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]})", "unterminated object");
   bad("", "unexpected end of input");

@@ -10,9 +10,7 @@
 using namespace kiln;
 using namespace kiln::testing;
 
-namespace {
-
-} // namespace
+namespace {} // namespace
 
 TEST_CASE("view: aliases storage, shares versions, infers -1", "[view]") {
   Tensor a = iota_f32(12);
