@@ -105,9 +105,8 @@ Tensor Tensor::detach() const {
 Tensor Tensor::to(DType t) const { return kiln::to(*this, t); }
 Tensor Tensor::to(Device d) const {
   if (d == device()) return *this;
-  KILN_CHECK(false, "to: copies between ", device(), " and ", d,
-             " need the CUDA backend, which is not loaded");
-  return *this;
+  throw Error(detail::str("to: copies between ", device(), " and ", d,
+                          " need the CUDA backend, which is not loaded"));
 }
 Tensor Tensor::clone() const { return kiln::clone(*this); }
 
