@@ -18,6 +18,16 @@ bool skipped_by_cat(const TensorMeta& t) { return t.sizes.size() == 1 && t.sizes
 
 int64_t rank_of(const TensorMeta& t) { return static_cast<int64_t>(t.sizes.size()); }
 
+/// gather/scatter: outside `dim`, the index may not be larger than the input.
+void check_index_within_input(const TensorMeta& index, const TensorMeta& x, int64_t dim,
+                              const char* op) {
+  for (int64_t d = 0; d < rank_of(x); ++d) {
+    KILN_CHECK(d == dim || index.sizes[d] <= x.sizes[d], op, ": the index's size ", index.sizes[d],
+               " in dim ", d, " exceeds the input's size ", x.sizes[d], " (index shape ",
+               shape_str(index.sizes), ", input shape ", shape_str(x.sizes), ", dim ", dim, ")");
+  }
+}
+
 } // namespace
 
 std::vector<TensorMeta> infer_copy(std::span<const TensorMeta> in, const Attrs&) {
@@ -87,12 +97,7 @@ std::vector<TensorMeta> infer_gather(std::span<const TensorMeta> in, const Attrs
              "gather: the index must have as many dims as the "
              "input; index shape ",
              shape_str(index.sizes), ", input shape ", shape_str(x.sizes));
-  for (int64_t d = 0; d < rank_of(x); ++d) {
-    KILN_CHECK(d == dim || index.sizes[d] <= x.sizes[d], "gather: the index's size ",
-               index.sizes[d], " in dim ", d, " exceeds the input's size ", x.sizes[d],
-               " (index shape ", shape_str(index.sizes), ", input shape ", shape_str(x.sizes),
-               ", dim ", dim, ")");
-  }
+  check_index_within_input(index, x, dim, "gather");
   return {TensorMeta::dense(x, index.sizes, x.dtype)};
 }
 
@@ -111,11 +116,8 @@ std::vector<TensorMeta> infer_scatter(std::span<const TensorMeta> in, const Attr
     KILN_CHECK(index.sizes[d] <= src.sizes[d], "scatter: the index's size ", index.sizes[d],
                " in dim ", d, " exceeds src's size ", src.sizes[d], " (index shape ",
                shape_str(index.sizes), ", src shape ", shape_str(src.sizes), ")");
-    KILN_CHECK(d == dim || index.sizes[d] <= x.sizes[d], "scatter: the index's size ",
-               index.sizes[d], " in dim ", d, " exceeds the input's size ", x.sizes[d],
-               " (index shape ", shape_str(index.sizes), ", input shape ", shape_str(x.sizes),
-               ", dim ", dim, ")");
   }
+  check_index_within_input(index, x, dim, "scatter");
   return {TensorMeta::dense(x, x.sizes, x.dtype)};
 }
 
