@@ -1,13 +1,13 @@
 # Install rules and the CMake package: find_package(kiln) then link kiln::kiln.
 include(CMakePackageConfigHelpers)
 
-install(TARGETS kiln kiln_runtime kiln_frontend EXPORT kilnTargets
+install(TARGETS kiln kiln_runtime kiln_ir kiln_passes kiln_frontend EXPORT kilnTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # Public headers keep their repository paths under include/kiln/ (runtime/tensor.h, ...).
 install(FILES include/kiln/kiln.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln)
-foreach(layer runtime frontend)
+foreach(layer runtime ir passes frontend)
   install(DIRECTORY ${layer}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln/${layer}
           FILES_MATCHING PATTERN "*.h" PATTERN "*.def")
 endforeach()
