@@ -1,17 +1,51 @@
-// The kiln command line. Subcommands arrive with their issues (opt, zoo, run, breaks, dump,
-// bench, aot); for now it reports its version and what it was built with.
-#include <cstring>
+// The kiln command line: one table of subcommands. More arrive with their issues (zoo, run,
+// breaks, dump, bench, aot).
 #include <iostream>
+#include <string_view>
+#include <vector>
 
 #include <kiln/kiln.h>
 
+#include "tools/commands.h"
+
+namespace {
+
+struct Subcommand {
+  std::string_view name;
+  std::string_view summary;
+  int (*run)(std::span<const std::string_view> args);
+};
+
+int version_main(std::span<const std::string_view>) {
+  std::cout << "kiln " << kiln::version() << "\n";
+  return 0;
+}
+
+constexpr Subcommand kSubcommands[] = {
+    {"opt", "parse a .kir file, verify it, run passes, print it", kiln::tools::opt_main},
+    {"version", "print the version", version_main},
+};
+
+int usage(std::ostream& os) {
+  os << "usage: kiln COMMAND [ARGS...]\n\ncommands:\n";
+  for (const Subcommand& s : kSubcommands) os << "  " << s.name << "\t" << s.summary << "\n";
+  os << "\n`kiln COMMAND --help` describes a command.\n";
+  return 2;
+}
+
+} // namespace
+
 int main(int argc, char** argv) {
-  if (argc >= 2 &&
-      (std::strcmp(argv[1], "version") == 0 || std::strcmp(argv[1], "--version") == 0)) {
-    std::cout << "kiln " << kiln::version() << "\n";
+  std::vector<std::string_view> args(argv + 1, argv + argc);
+  if (args.empty()) return usage(std::cerr);
+  std::string_view cmd = args.front();
+  if (cmd == "--version") cmd = "version";
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    usage(std::cout);
     return 0;
   }
-  std::cerr << "usage: kiln version\n"
-               "(the opt, zoo, run, breaks, dump, bench and aot subcommands are not built yet)\n";
-  return argc >= 2 ? 2 : 0;
+  for (const Subcommand& s : kSubcommands)
+    if (s.name == cmd) return s.run(std::span<const std::string_view>(args).subspan(1));
+  std::cerr << "kiln: unknown command '" << cmd << "'\n";
+  return usage(std::cerr);
 }

@@ -5,6 +5,10 @@
 #include "ir/graph.h"
 #include "runtime/ops.h"
 
+#include <csignal>
+#include <sys/wait.h>
+#include <unistd.h>
+
 using namespace kiln;
 using namespace kiln::ir;
 
@@ -146,4 +150,49 @@ TEST_CASE("clone copies structure, names and locations", "[ir][graph]") {
   CHECK(c->writes()[0].target == c->input(1));
   CHECK(c->writes()[0].source == n->output());
   CHECK(&n->graph() == c.get());
+}
+
+namespace {
+/// Runs fn in a child process; returns what it wrote to stderr if it died of SIGABRT (the
+/// way KILN_ASSERT stops), or "<no abort>".
+template <typename Fn> std::string stderr_of_abort(Fn fn) {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    dup2(fds[1], 2);
+    close(fds[0]);
+    fn();
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[256];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT ? out : "<no abort>";
+}
+} // namespace
+
+TEST_CASE("erasing a node or input that is still used is an assert", "[ir][graph]") {
+  Graph g;
+  Builder b(g);
+  Value* x = g.add_input(f32({2}), InputKind::user);
+  Value* e = b.create(Op::exp, {x});
+  Value* n = b.create(Op::neg, {e});
+  g.add_output(n);
+  CHECK_THAT(stderr_of_abort([&] { g.erase(e->producer()); }),
+             Catch::Contains("kiln internal error") && Catch::Contains("still has 1 uses"));
+  CHECK_THAT(stderr_of_abort([&] { g.erase(n->producer()); }), Catch::Contains("still has 1 uses"));
+  CHECK_THAT(stderr_of_abort([&] { g.erase_input(x); }), Catch::Contains("still has"));
+  // The parent's graph is untouched and erasing in use order works.
+  CHECK(g.num_nodes() == 2);
+  n->replace_all_uses_with(x);
+  g.erase(n->producer());
+  g.erase(e->producer());
+  CHECK(g.num_nodes() == 0);
+  CHECK(x->uses().size() == 1);
 }

@@ -1,0 +1,181 @@
+// `kiln opt`: text IR in, passes, text IR (or Graphviz, or MLIR) out. The main surface of the
+// .kir tests.
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+#include <string>
+
+#include "ir/dot.h"
+#include "ir/mlir.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "passes/pass.h"
+#include "runtime/logs.h"
+#include "tools/commands.h"
+
+namespace kiln::tools {
+namespace {
+
+constexpr const char* kOptUsage =
+    "usage: kiln opt FILE.kir|- [--passes=a,b,c] [-o OUT] [--verify-each] [--print-after-all]\n"
+    "                [--no-verify] [--format kir|dot|mlir]\n"
+    "  Parses FILE (- for stdin), verifies it, runs the passes in order and prints the result.\n"
+    "  --passes=LIST      comma-separated pass names (see --list-passes)\n"
+    "  -o OUT             write the result to OUT instead of stdout\n"
+    "  --verify-each      run the verifier after every pass\n"
+    "  --print-after-all  print the IR to stderr after every pass\n"
+    "  --no-verify        do not verify the input\n"
+    "  --format F         output kir (default), dot (Graphviz) or mlir\n"
+    "  --list-passes      list the known passes and exit\n";
+
+struct OptOptions {
+  std::string input;
+  std::string output;
+  std::string passes;
+  std::string format = "kir";
+  bool verify_each = false;
+  bool print_after_all = false;
+  bool verify_input = true;
+};
+
+int usage_error(const std::string& msg) {
+  std::cerr << "kiln opt: " << msg << "\n" << kOptUsage;
+  return 2;
+}
+
+bool read_input(const std::string& path, std::string& text) {
+  if (path == "-") {
+    text.assign(std::istreambuf_iterator<char>(std::cin), {});
+    return true;
+  }
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  text.assign(std::istreambuf_iterator<char>(f), {});
+  return true;
+}
+
+/// "FILE:LINE: error: MSG" when the failing node's line is known, else "FILE: error: MSG".
+std::string located(const std::string& file, const ir::ParsedModule& m, const ir::Node* node,
+                    const std::string& msg) {
+  std::ostringstream os;
+  os << file;
+  if (node)
+    if (auto it = m.lines.find(node); it != m.lines.end()) os << ':' << it->second;
+  os << ": error: " << msg;
+  return os.str();
+}
+
+} // namespace
+
+int opt_main(std::span<const std::string_view> args) {
+  OptOptions o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string_view a = args[i];
+    auto value = [&](std::string_view flag, std::string& out) {
+      if (a.starts_with(flag) && a.size() > flag.size() && a[flag.size()] == '=') {
+        out = a.substr(flag.size() + 1);
+        return true;
+      }
+      if (a == flag && i + 1 < args.size()) {
+        out = args[++i];
+        return true;
+      }
+      return false;
+    };
+    if (a == "-h" || a == "--help") {
+      std::cout << kOptUsage;
+      return 0;
+    }
+    if (a == "--list-passes") {
+      for (const passes::PassInfo& p : passes::registered_passes())
+        std::cout << p.name << "  " << p.summary << "\n";
+      return 0;
+    }
+    if (value("--passes", o.passes) || value("-o", o.output) || value("--format", o.format))
+      continue;
+    if (a == "--verify-each") {
+      o.verify_each = true;
+    } else if (a == "--print-after-all") {
+      o.print_after_all = true;
+    } else if (a == "--no-verify") {
+      o.verify_input = false;
+    } else if (a == "-" || !a.starts_with("-")) {
+      if (!o.input.empty()) return usage_error("more than one input file");
+      o.input = a;
+    } else {
+      return usage_error("unknown option '" + std::string(a) + "'");
+    }
+  }
+  if (o.input.empty()) return usage_error("no input file (use - for stdin)");
+  if (o.format != "kir" && o.format != "dot" && o.format != "mlir")
+    return usage_error("unknown format '" + o.format + "' (expected kir, dot or mlir)");
+
+  passes::PassManager pm;
+  try {
+    pm = passes::PassManager::parse(o.passes);
+  } catch (const Error& e) {
+    std::cerr << "kiln opt: " << e.message() << "\n";
+    return 2;
+  }
+
+  std::string text;
+  if (!read_input(o.input, text)) {
+    std::cerr << "kiln opt: cannot read '" << o.input << "'\n";
+    return 1;
+  }
+  const std::string file = o.input == "-" ? "<stdin>" : o.input;
+  Expected<ir::ParsedModule> parsed = ir::parse_module(text, file);
+  if (!parsed) {
+    std::cerr << parsed.error().message() << "\n";
+    return 1;
+  }
+  ir::ParsedModule& module = *parsed;
+
+  passes::PassContext ctx;
+  ctx.verify_each = o.verify_each;
+  ctx.print_after_all = o.print_after_all;
+  ctx.log_passes = log_enabled("passes");
+  std::ostringstream out;
+  try {
+    for (size_t k = 0; k < module.graphs.size(); ++k) {
+      ir::Graph& g = *module.graphs[k];
+      if (o.verify_input) {
+        const ir::Node* failed = nullptr;
+        if (auto v = ir::verify(g, &failed); !v) {
+          std::cerr << located(file, module, failed, v.error().message()) << "\n";
+          return 1;
+        }
+      }
+      if (auto r = pm.run(g, ctx); !r) {
+        std::cerr << file << ": error: " << r.error().message() << "\n";
+        return 1;
+      }
+      if (k) out << "\n";
+      if (o.format == "kir")
+        ir::print(out, g);
+      else if (o.format == "dot")
+        out << ir::to_dot(g);
+      else
+        out << ir::to_mlir(g);
+    }
+  } catch (const Error& e) {
+    std::cerr << file << ": error: " << e.message() << "\n";
+    return 1;
+  }
+
+  if (o.output.empty()) {
+    std::cout << out.str();
+    return 0;
+  }
+  std::ofstream f(o.output, std::ios::binary | std::ios::trunc);
+  f << out.str();
+  if (!f.flush()) {
+    std::cerr << "kiln opt: cannot write '" << o.output << "'\n";
+    return 1;
+  }
+  return 0;
+}
+
+} // namespace kiln::tools
