@@ -1,15 +1,17 @@
 // Graphviz output: inputs as ellipses, ops as boxes, an edge per operand, outputs and writes.
 #include "ir/dot.h"
 
-#include <charconv>
 #include <sstream>
 
+#include "ir/literal.h"
 #include "ir/numbering.h"
 
 namespace kiln::ir {
 namespace {
 
-/// Escapes text for a double-quoted Graphviz label.
+/// Escapes text for a double-quoted Graphviz label (plain shapes, not records: only `"` and
+/// `\\` need it; names and strings arrive already quoted by quote_string, so no control
+/// characters remain but a newline, kept as a line break of the label).
 std::string escape(std::string_view s) {
   std::string r;
   for (char c : s) {
@@ -17,33 +19,10 @@ std::string escape(std::string_view s) {
     case '"': r += "\\\""; break;
     case '\\': r += "\\\\"; break;
     case '\n': r += "\\n"; break;
-    case '{': r += "\\{"; break;
-    case '}': r += "\\}"; break;
-    case '<': r += "\\<"; break;
-    case '>': r += "\\>"; break;
-    case '|': r += "\\|"; break;
-    default:
-      if (static_cast<unsigned char>(c) < 0x20) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\\\x%02x", static_cast<unsigned char>(c));
-        r += buf;
-      } else {
-        r += c;
-      }
+    default: r += c;
     }
   }
   return r;
-}
-
-std::string float_text(double d) {
-  if (d != d) return "nan";
-  if (d == 1.0 / 0.0) return "inf";
-  if (d == -1.0 / 0.0) return "-inf";
-  char buf[64];
-  auto res = std::to_chars(buf, buf + sizeof buf, d);
-  std::string s(buf, res.ptr);
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  return s;
 }
 
 std::string attr_text(const AttrValue& a) {
@@ -53,20 +32,21 @@ std::string attr_text(const AttrValue& a) {
         if constexpr (std::is_same_v<T, int64_t>) {
           return std::to_string(x);
         } else if constexpr (std::is_same_v<T, double>) {
-          return float_text(x);
+          return format_double(x);
         } else if constexpr (std::is_same_v<T, bool>) {
           return x ? "true" : "false";
         } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
           std::string s = "[";
-          for (size_t i = 0; i < x.size(); ++i) s += detail::str(i ? ", " : "", x[i]);
+          for (size_t i = 0; i < x.size(); ++i)
+            s += detail::str(i ? ", " : "", x[i]);
           return s + "]";
         } else if constexpr (std::is_same_v<T, DType>) {
           return std::string(dtype_name(x));
         } else if constexpr (std::is_same_v<T, std::string>) {
-          return "\"" + x + "\"";
+          return quote_string(x);
         } else {
           if (x.is_bool()) return x.to_int() ? "true" : "false";
-          if (x.is_floating()) return float_text(x.to_double());
+          if (x.is_floating()) return format_double(x.to_double());
           return std::to_string(x.to_int());
         }
       },
@@ -87,7 +67,7 @@ std::string to_dot(const Graph& g) {
   for (const Value* v : g.inputs()) {
     os << "  v" << num[v] << " [shape=ellipse, label=\"%" << num[v] << " "
        << input_kind_name(v->input_kind());
-    if (!v->name().empty()) os << " \\\"" << escape(v->name()) << "\\\"";
+    if (!v->name().empty()) os << " " << escape(quote_string(v->name()));
     os << "\\n" << escape(v->type().str()) << "\"];\n";
   }
   for (const Node* n : g.nodes()) {
@@ -99,7 +79,8 @@ std::string to_dot(const Graph& g) {
     const auto& specs = n->schema().attrs;
     for (size_t k = 0; k < n->attrs().size() && k < specs.size(); ++k)
       os << "\\n" << escape(specs[k].name) << " = " << escape(attr_text(n->attrs()[k]));
-    for (size_t k = 0; k < n->num_outputs(); ++k) os << "\\n: " << escape(n->output(k)->type().str());
+    for (size_t k = 0; k < n->num_outputs(); ++k)
+      os << "\\n: " << escape(n->output(k)->type().str());
     os << "\"];\n";
   }
   for (const Node* n : g.nodes())

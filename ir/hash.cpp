@@ -23,11 +23,14 @@ public:
 
   std::string encode() {
     u64(g_.num_inputs());
-    for (const Value* v : g_.inputs()) input(*v);
+    for (const Value* v : g_.inputs())
+      input(*v);
     u64(g_.num_nodes());
-    for (const Node* n : g_.nodes()) node(*n);
+    for (const Node* n : g_.nodes())
+      node(*n);
     u64(g_.num_outputs());
-    for (const Value* v : g_.outputs()) value_ref(v);
+    for (const Value* v : g_.outputs())
+      value_ref(v);
     u64(g_.writes().size());
     for (const InPlaceWrite& w : g_.writes()) {
       value_ref(w.target);
@@ -39,7 +42,8 @@ public:
 private:
   void u8(uint8_t b) { out_.push_back(static_cast<char>(b)); }
   void u64(uint64_t x) {
-    for (int i = 0; i < 8; ++i) u8(static_cast<uint8_t>(x >> (8 * i)));
+    for (int i = 0; i < 8; ++i)
+      u8(static_cast<uint8_t>(x >> (8 * i)));
   }
   void i64(int64_t x) { u64(static_cast<uint64_t>(x)); }
   void bytes(const void* p, size_t n) {
@@ -48,7 +52,8 @@ private:
   }
   void dims(const Shape& s) {
     u64(s.size());
-    for (int64_t d : s) i64(d);
+    for (int64_t d : s)
+      i64(d);
   }
   void value_ref(const Value* v) { i64(num_[v]); }
 
@@ -110,11 +115,14 @@ private:
   void node(const Node& n) {
     u64(static_cast<uint64_t>(n.op()));
     u64(n.num_inputs());
-    for (const Value* v : n.inputs()) value_ref(v);
+    for (const Value* v : n.inputs())
+      value_ref(v);
     u64(n.attrs().size());
-    for (const AttrValue& a : n.attrs().values()) attr(a);
+    for (const AttrValue& a : n.attrs().values())
+      attr(a);
     u64(n.num_outputs());
-    for (size_t k = 0; k < n.num_outputs(); ++k) type(n.output(k)->type());
+    for (size_t k = 0; k < n.num_outputs(); ++k)
+      type(n.output(k)->type());
   }
 
   const Graph& g_;

@@ -1,6 +1,7 @@
 // Literals of the .kir text: float formatting with std::to_chars, number parsing, escapes.
 #include "ir/literal.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -18,6 +19,33 @@ template <typename T> std::string format_fp(T v) {
   std::string s(buf, r.ptr);
   if (s.find_first_of(".e") == std::string::npos) s += ".0";
   return s;
+}
+
+/// For a literal from_chars found out of range (body: digits, '.', exponent; no sign): whether
+/// it is tiny (it underflows to zero) rather than huge. Its decimal order of magnitude decides:
+/// a value out of range is far from 1 on one side or the other.
+bool is_tiny(std::string_view body) {
+  size_t e = body.find_first_of("eE");
+  std::string_view mantissa = body.substr(0, e);
+  int64_t exp10 = 0;
+  if (e != std::string_view::npos) {
+    std::string_view digits = body.substr(e + 1);
+    bool negative = !digits.empty() && digits.front() == '-';
+    if (!digits.empty() && (digits.front() == '-' || digits.front() == '+'))
+      digits.remove_prefix(1);
+    for (char c : digits)
+      exp10 = std::min<int64_t>(exp10 * 10 + (c - '0'), int64_t{1} << 40);
+    if (negative) exp10 = -exp10;
+  }
+  size_t dot = mantissa.find('.');
+  std::string_view whole = mantissa.substr(0, dot);
+  std::string_view frac =
+      dot == std::string_view::npos ? std::string_view() : mantissa.substr(dot + 1);
+  size_t lead = whole.find_first_not_of('0');
+  if (lead != std::string_view::npos) return static_cast<int64_t>(whole.size() - lead) + exp10 <= 0;
+  size_t zeros = frac.find_first_not_of('0');
+  if (zeros == std::string_view::npos) return true;
+  return exp10 - static_cast<int64_t>(zeros) <= 0;
 }
 
 template <typename T> LiteralStatus parse_fp(std::string_view text, T& out) {
@@ -40,7 +68,13 @@ template <typename T> LiteralStatus parse_fp(std::string_view text, T& out) {
   T v{};
   auto r = std::from_chars(text.data(), text.data() + text.size(), v, std::chars_format::general);
   if (r.ptr != text.data() + text.size()) return LiteralStatus::syntax;
-  if (r.ec == std::errc::result_out_of_range) return LiteralStatus::out_of_range;
+  if (r.ec == std::errc::result_out_of_range) {
+    // Like strtod and PyTorch, a literal too small for the type rounds to a signed zero; only
+    // one too large for it is an error.
+    if (!is_tiny(body)) return LiteralStatus::out_of_range;
+    out = negative ? -T(0) : T(0);
+    return LiteralStatus::ok;
+  }
   if (r.ec != std::errc()) return LiteralStatus::syntax;
   out = v;
   return LiteralStatus::ok;

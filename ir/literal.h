@@ -22,7 +22,8 @@ enum class LiteralStatus { ok, syntax, out_of_range };
 /// Reads a decimal integer ("-3"); the whole text must be consumed.
 LiteralStatus parse_int(std::string_view text, int64_t& out);
 /// Reads a float literal ("2.5", "-3", "1e-08", "nan", "inf", "-inf"); the whole text must
-/// be consumed; a finite value beyond the type's range is out_of_range.
+/// be consumed. The value is rounded to nearest; a finite value beyond the type's largest is
+/// out_of_range, one below its smallest subnormal rounds to a signed zero.
 LiteralStatus parse_double(std::string_view text, double& out);
 LiteralStatus parse_float(std::string_view text, float& out);
 

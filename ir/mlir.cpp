@@ -2,7 +2,10 @@
 // the shared linalg.generic helpers; the per-op lowerings are in ir/mlir_ops.cpp.
 #include "ir/mlir.h"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 
 #include "ir/mlir_emitter.h"
@@ -26,7 +29,8 @@ std::string elem(DType t) {
 
 std::string tensor_type(const Shape& sizes, DType t) {
   std::string s = "tensor<";
-  for (int64_t d : sizes) s += detail::str(d, "x");
+  for (int64_t d : sizes)
+    s += detail::str(d, "x");
   return s + elem(t) + ">";
 }
 
@@ -51,6 +55,11 @@ std::string float_literal(double d, DType t) {
   return s;
 }
 
+std::string constant_op(const std::string& literal, DType t) {
+  if (literal == "true" || literal == "false") return "arith.constant " + literal;
+  return "arith.constant " + literal + " : " + elem(t);
+}
+
 std::string Emitter::fresh() { return detail::str("%t", next_temp_++); }
 
 void Emitter::line(const std::string& text) { body_ << "    " << text << "\n"; }
@@ -69,7 +78,7 @@ std::string Emitter::empty(const Shape& sizes, DType t) {
 
 std::string Emitter::filled(const Shape& sizes, DType t, const std::string& scalar_literal) {
   std::string c = fresh();
-  line(c + " = arith.constant " + scalar_literal + " : " + elem(t));
+  line(c + " = " + constant_op(scalar_literal, t));
   std::string e = empty(sizes, t);
   std::string r = fresh();
   line(r + " = linalg.fill ins(" + c + " : " + elem(t) + ") outs(" + e + " : " +
@@ -85,7 +94,8 @@ std::string Emitter::scalar_literal(double value, DType t) {
 
 std::string Emitter::broadcast_map(const Shape& in, const Shape& out, size_t loops) {
   std::string m = "affine_map<(";
-  for (size_t i = 0; i < loops; ++i) m += detail::str(i ? ", " : "", "d", i);
+  for (size_t i = 0; i < loops; ++i)
+    m += detail::str(i ? ", " : "", "d", i);
   m += ") -> (";
   size_t off = out.size() - in.size();
   for (size_t j = 0; j < in.size(); ++j) {
@@ -103,17 +113,18 @@ std::string Emitter::generic(std::span<const Operand> ins, const Shape& out_size
   size_t loops = out_sizes.size();
   std::string maps, itypes, names, types;
   for (const Operand& in : ins) {
-    maps += broadcast_map(in.sizes, out_sizes, loops) + ", ";
+    maps += (in.map.empty() ? broadcast_map(in.sizes, out_sizes, loops) : in.map) + ", ";
     names += (names.empty() ? "" : ", ") + in.name;
     types += (types.empty() ? "" : ", ") + tensor_type(in.sizes, in.dtype);
   }
   maps += broadcast_map(out_sizes, out_sizes, loops);
-  for (size_t i = 0; i < loops; ++i) itypes += i ? ", \"parallel\"" : "\"parallel\"";
+  for (size_t i = 0; i < loops; ++i)
+    itypes += i ? ", \"parallel\"" : "\"parallel\"";
   std::string out = init.empty() ? empty(out_sizes, out_t) : init;
   std::string r = fresh();
   std::string tt = tensor_type(out_sizes, out_t);
-  std::string head = r + " = linalg.generic {indexing_maps = [" + maps + "], iterator_types = [" +
-                     itypes + "]} ";
+  std::string head =
+      r + " = linalg.generic {indexing_maps = [" + maps + "], iterator_types = [" + itypes + "]} ";
   if (!ins.empty()) head += "ins(" + names + " : " + types + ") ";
   line(head + "outs(" + out + " : " + tt + ") {");
   std::string args;
@@ -134,7 +145,9 @@ std::string Emitter::generic(std::span<const Operand> ins, const Shape& out_size
 
 std::string Emitter::op(const std::string& text, const std::string& type) {
   std::string r = fresh();
-  line("  " + r + " = " + text + " : " + type);
+  // `true` and `false` are typed i1 literals: arith.constant takes no type after them.
+  bool typed = text != "arith.constant true" && text != "arith.constant false";
+  line("  " + r + " = " + text + (typed ? " : " + type : ""));
   return r;
 }
 
@@ -198,7 +211,8 @@ std::string Emitter::external(const Node& n, std::span<const std::string> operan
     decls_.emplace_back(callee, sig);
   }
   std::string args;
-  for (size_t i = 0; i < operands.size(); ++i) args += (i ? ", " : "") + operands[i];
+  for (size_t i = 0; i < operands.size(); ++i)
+    args += (i ? ", " : "") + operands[i];
   std::string attrs;
   const auto& specs = n.schema().attrs;
   for (size_t k = 0; k < specs.size(); ++k) {
@@ -206,8 +220,8 @@ std::string Emitter::external(const Node& n, std::span<const std::string> operan
     attrs += detail::str(k ? ", " : "", "kiln_", specs[k].name, " = ", v);
   }
   std::string r = fresh();
-  line(r + " = func.call @" + callee + "(" + args + ")" + (attrs.empty() ? "" : " {" + attrs + "}") +
-       " : " + sig);
+  line(r + " = func.call @" + callee + "(" + args + ")" +
+       (attrs.empty() ? "" : " {" + attrs + "}") + " : " + sig);
   return r;
 }
 
@@ -223,7 +237,8 @@ std::string Emitter::attr_mlir(const AttrValue& a) {
           return x ? "true" : "false";
         } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
           std::string s = "array<i64";
-          for (size_t i = 0; i < x.size(); ++i) s += detail::str(i ? ", " : ": ", x[i]);
+          for (size_t i = 0; i < x.size(); ++i)
+            s += detail::str(i ? ", " : ": ", x[i]);
           return s + ">";
         } else if constexpr (std::is_same_v<T, DType>) {
           return std::string("\"") + std::string(dtype_name(x)) + "\"";
@@ -323,7 +338,8 @@ std::string Emitter::run() {
       throw Error::without_location(detail::str("mlir output: ", what, " has type ", t.str(),
                                                 "; only cpu graphs can be written as MLIR"));
   };
-  for (const Value* v : g_.inputs()) check_type(v->type(), detail::str("input %", num_[v]));
+  for (const Value* v : g_.inputs())
+    check_type(v->type(), detail::str("input %", num_[v]));
   for (const Node* n : g_.nodes())
     for (size_t k = 0; k < n->num_outputs(); ++k)
       check_type(n->output(k)->type(), detail::str("%", num_[n->output(k)]));
@@ -338,15 +354,28 @@ std::string Emitter::run() {
       args += (args.empty() ? "" : ", ") + nm + ": " + tensor_type(v->type());
     }
   }
-  for (const Node* n : g_.nodes()) lower(*n);
+  for (const Node* n : g_.nodes()) {
+    // The kiln value the following lines compute, as `kiln opt` prints it.
+    std::string results;
+    for (size_t k = 0; k < n->num_outputs(); ++k)
+      results += detail::str(k ? ", %" : "%", num_[n->output(k)]);
+    std::string loc = n->location();
+    std::replace_if(
+        loc.begin(), loc.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+    line("// " + results + " = " + std::string(n->name()) +
+         (loc.empty() ? "" : "  (at " + loc + ")"));
+    lower(*n);
+  }
 
   std::string rets, ret_types;
   auto add_ret = [&](const Value* v) {
     rets += (rets.empty() ? "" : ", ") + name(v);
     ret_types += (ret_types.empty() ? "" : ", ") + tensor_type(v->type());
   };
-  for (const Value* v : g_.outputs()) add_ret(v);
-  for (const InPlaceWrite& w : g_.writes()) add_ret(w.source);
+  for (const Value* v : g_.outputs())
+    add_ret(v);
+  for (const InPlaceWrite& w : g_.writes())
+    add_ret(w.source);
 
   std::ostringstream os;
   os << "module {\n";

@@ -1,5 +1,6 @@
-// The MLIR emitter shared by ir/mlir.cpp (module, constants, helpers) and ir/mlir_ops.cpp
-// (one lowering per op). Private to to_mlir.
+// The MLIR emitter shared by ir/mlir.cpp (module, constants, helpers) and the per-family
+// lowerings (ir/mlir_pointwise.cpp, mlir_reduction.cpp, mlir_conv.cpp, mlir_ops.cpp).
+// Private to to_mlir.
 #pragma once
 
 #include <functional>
@@ -22,11 +23,24 @@ std::string tensor_type(const Type& t);
 /// A float literal MLIR parses back to the same value of dtype t (hex for nan and inf).
 std::string float_literal(double d, DType t);
 
-/// A tensor operand of a generic: SSA name, sizes and element dtype.
+/// `arith.constant LITERAL : TYPE` (no type after the i1 literals true and false).
+std::string constant_op(const std::string& literal, DType t);
+
+/// The dtype arithmetic happens in: t, with f16/bf16 widened to f32 (as the eager kernels).
+DType compute_dtype(DType t);
+/// The identity of a max (or min) reduction in dtype t: -inf/+inf, the integer min/max,
+/// false/true.
+std::string extremum_init(bool max, DType t);
+/// `1, 2, 3`.
+std::string ints_list(const std::vector<int64_t>& v);
+
+/// A tensor operand of a generic: SSA name, sizes, element dtype, and its indexing map
+/// (empty: the numpy broadcast map onto the loop space).
 struct Operand {
   std::string name;
   Shape sizes;
   DType dtype;
+  std::string map = {};
 };
 
 /// Emits the body of one func.func: value names, temporaries, and external declarations.
@@ -71,5 +85,22 @@ private:
   int64_t next_temp_ = 0;
   std::vector<std::pair<std::string, std::string>> decls_; // symbol, signature; in order
 };
+
+/// The node's operands as generic operands.
+std::vector<Operand> operands_of(const Emitter& e, const Node& n);
+/// v (of sizes `in`, dtype t) reshaped to `to`: collapse to 1-d, then expand.
+std::string reshape(Emitter& e, const std::string& v, const Shape& in, const Shape& to, DType t);
+/// A whole tensor converted between dtypes (one generic); v itself when they agree.
+std::string convert_tensor(Emitter& e, const std::string& v, const Shape& sizes, DType from,
+                           DType to);
+
+// The lowerings by family. Each binds the node's results; the bool ones return false when the
+// node has no linalg form here, and the caller emits an external call instead.
+/// Every OpKind::pointwise op (ir/mlir_pointwise.cpp).
+void lower_pointwise(Emitter& e, const Node& n);
+/// sum, prod, amax, amin, argmax, argmin (ir/mlir_reduction.cpp).
+void lower_reduction(Emitter& e, const Node& n);
+/// conv2d, max_pool2d, avg_pool2d (ir/mlir_conv.cpp).
+bool lower_conv_pool(Emitter& e, const Node& n);
 
 } // namespace kiln::ir::mlir

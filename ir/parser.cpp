@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ir/infer.h"
 #include "ir/literal.h"
@@ -318,7 +319,7 @@ private:
     if (peek().kind != Tok::ident) expected("a dtype");
     DType dt;
     if (!parse_dtype(peek().text, dt)) fail(peek(), "unknown dtype '" + peek().text + "'");
-    next();
+    const Token& dtype_tok = next();
     Shape sizes, strides;
     bool wrapped = true, has_strides = false;
     if (is_punct('[')) {
@@ -348,6 +349,15 @@ private:
           fail(open, std::to_string(strides.size()) + " strides for a rank-" +
                          std::to_string(sizes.size()) + " type");
       }
+    }
+    // Layouts and element counts are computed in int64 everywhere: refuse sizes whose
+    // product overflows it (symbolic sizes do not count).
+    int64_t product = 1;
+    for (int64_t s : sizes) {
+      if (s <= 1) continue;
+      if (product > std::numeric_limits<int64_t>::max() / s)
+        fail(dtype_tok, "the element count of type " + Type(dt, sizes).str() + " overflows int64");
+      product *= s;
     }
     Device dev = Device::cpu();
     if (peek().kind == Tok::at) {
@@ -642,12 +652,12 @@ private:
       if (phase == writes) expected("'write' or 'return' (nodes come before writes)");
       // `%a : T = input|param|const ...` or `%a : T, %b : T = op(...)`.
       std::vector<const Token*> result_toks;
+      std::unordered_set<std::string_view> result_names;
       std::vector<Type> types;
       const Token* type_tok = nullptr;
       for (;;) {
         const Token& nt = value_name(names);
-        for (const Token* o : result_toks)
-          if (o->text == nt.text) fail(nt, "value %" + nt.text + " defined twice");
+        if (!result_names.insert(nt.text).second) fail(nt, "value %" + nt.text + " defined twice");
         result_toks.push_back(&nt);
         expect_punct(':');
         type_tok = &peek();

@@ -1,9 +1,11 @@
 // The .kir text printer: inputs, nodes, writes and the return line, values numbered in order.
 #include "ir/printer.h"
 
+#include <cstring>
 #include <ostream>
 #include <sstream>
-#include <vector>
+#include <string>
+#include <type_traits>
 
 #include "ir/literal.h"
 #include "ir/numbering.h"
@@ -26,29 +28,39 @@ template <typename T> std::string element_text(T v) {
 }
 
 // A constant's data: one literal when every element prints the same (always for one element),
-// else the flat row-major list. Comparing the texts makes NaNs of any payload one splat, so
-// that print -> parse -> print is the identity.
+// else the flat row-major list. Bitwise-equal data is the fast path; comparing the texts
+// otherwise makes NaNs of any payload one splat, so that print -> parse -> print is the
+// identity. The list is built in one pass, without a string per element.
 void print_constant(std::ostream& os, const Tensor& t) {
-  std::vector<std::string> texts;
+  int64_t n = t.numel();
+  if (n == 0) {
+    os << "[]";
+    return;
+  }
   visit_dtype(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* p = t.data_ptr<T>();
-    int64_t n = t.numel();
-    texts.reserve(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i)
-      texts.push_back(element_text(p[i]));
+    bool same_bits = true;
+    for (int64_t i = 1; i < n && same_bits; ++i)
+      same_bits = std::memcmp(&p[i], &p[0], sizeof(T)) == 0;
+    std::string first = element_text(p[0]);
+    if (same_bits) {
+      os << first;
+      return;
+    }
+    std::string list = "[" + first;
+    bool same_text = true;
+    for (int64_t i = 1; i < n; ++i) {
+      std::string e = element_text(p[i]);
+      same_text = same_text && e == first;
+      list += ", ";
+      list += e;
+    }
+    if (same_text)
+      os << first;
+    else
+      os << list << ']';
   });
-  bool splat = !texts.empty();
-  for (const std::string& s : texts)
-    splat = splat && s == texts.front();
-  if (splat) {
-    os << texts.front();
-    return;
-  }
-  os << '[';
-  for (size_t i = 0; i < texts.size(); ++i)
-    os << (i ? ", " : "") << texts[i];
-  os << ']';
 }
 
 void print_attr(std::ostream& os, const AttrValue& a) {
@@ -80,6 +92,17 @@ void print_attr(std::ostream& os, const AttrValue& a) {
         }
       },
       a);
+}
+
+/// A location as the comment can hold it: line breaks become spaces and trailing blanks are
+/// dropped (the parser trims them), so that the printed text reads back the same.
+std::string location_text(const std::string& loc) {
+  std::string s = loc;
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
+    s.pop_back();
+  return s;
 }
 
 } // namespace
@@ -118,7 +141,7 @@ void print(std::ostream& os, const Graph& g) {
       }
       os << '}';
     }
-    if (!n->location().empty()) os << "  // at " << n->location();
+    if (std::string loc = location_text(n->location()); !loc.empty()) os << "  // at " << loc;
     os << '\n';
   }
   for (const InPlaceWrite& w : g.writes())

@@ -18,8 +18,7 @@ public:
 
   Expected<void> run(const Node** failed) {
     if (failed) *failed = nullptr;
-    bool ok = check_inputs() && check_nodes() && check_outputs() && check_writes() &&
-              check_uses();
+    bool ok = check_inputs() && check_nodes() && check_outputs() && check_writes() && check_uses();
     if (ok) return {};
     if (failed) *failed = failed_;
     return Error::without_location(message_);
@@ -32,7 +31,8 @@ private:
   }
   std::string label(const Node* n) const {
     std::string s;
-    for (size_t k = 0; k < n->num_outputs(); ++k) s += (k ? ", " : "") + ref(n->output(k));
+    for (size_t k = 0; k < n->num_outputs(); ++k)
+      s += (k ? ", " : "") + ref(n->output(k));
     if (!s.empty()) s += " = ";
     s += std::string(n->name());
     return s;

@@ -1,69 +1,77 @@
-// canonicalize: algebraic simplifications that keep every result bit-identical and typed alike.
+// canonicalize: algebraic simplifications that keep every result bit-identical and its type.
 #include <cmath>
-#include <functional>
-#include <numeric>
+#include <cstring>
+#include <optional>
+#include <vector>
 
 #include "ir/builder.h"
 #include "ir/infer.h"
 #include "passes/passes.h"
+#include "runtime/ops/dispatch.h"
 
 namespace kiln::passes {
 
 namespace {
 
-/// True when v is a constant input with at least one element, or a `full` node, whose every
-/// element satisfies pred (given as a double, which holds every element value of interest
-/// exactly, and the operand's dtype).
-bool all_elements(const ir::Value* v, const std::function<bool(double, DType)>& pred) {
+/// Element 0 of data of dtype t, converted to double (exact for every dtype but large
+/// integers, which are never 0 or 1; the sign of a zero is kept).
+double element_as_double(const void* data, DType t) {
+  return visit_dtype(t, [&](auto tag) -> double {
+    using T = decltype(tag);
+    T e;
+    std::memcpy(&e, data, sizeof(T));
+    return static_cast<double>(static_cast<compute_t<T>>(e));
+  });
+}
+
+/// The value every element of v holds, when v is a constant input with at least one element,
+/// all bitwise equal, or a `full` node (its value as the eager kernel stores it in its dtype).
+std::optional<double> splat_value(const ir::Value* v) {
   if (v->is_constant()) {
     const Tensor& t = v->constant();
-    if (t.numel() == 0) return false;
-    DType dt = t.dtype();
-    return visit_dtype(dt, [&](auto tag) {
-      using T = decltype(tag);
-      const T* p = static_cast<const T*>(t.raw_data());
-      for (int64_t i = 0; i < t.numel(); ++i) {
-        double d;
-        if constexpr (std::is_same_v<T, bool>)
-          d = p[i] ? 1.0 : 0.0;
-        else
-          d = static_cast<double>(static_cast<compute_t<T>>(p[i]));
-        if (!pred(d, dt)) return false;
-      }
-      return true;
-    });
+    const int64_t n = t.numel();
+    if (n < 1) return std::nullopt;
+    const auto* p = static_cast<const unsigned char*>(t.raw_data());
+    const auto size = static_cast<size_t>(t.itemsize());
+    for (int64_t k = 1; k < n; ++k)
+      if (std::memcmp(p + static_cast<size_t>(k) * size, p, size) != 0) return std::nullopt;
+    return element_as_double(p, t.dtype());
   }
   const ir::Node* n = v->producer();
-  if (!n || n->op() != Op::full) return false;
-  // full(sizes, value, dtype): one value converted to dtype. Only a value of the dtype's
-  // own kind counts, so that no conversion question (0.5 to an integer) arises.
-  const Scalar& s = n->attrs().scalar(1);
-  DType dt = n->attrs().dtype(2);
-  if (numel_of(n->attrs().ints(0)) == 0) return false;
-  if (is_floating(dt) ? !s.is_floating() : s.is_floating()) return false;
-  return pred(s.to_double(), dt);
+  if (!n || n->op() != Op::full) return std::nullopt;
+  // The kernel decides what the scalar becomes in the dtype (1.5 in i32 is 1): ask it.
+  std::vector<Tensor> none;
+  Attrs one_element{std::vector<int64_t>{}, n->attrs().scalar(1), n->attrs().dtype(2)};
+  try {
+    Tensor e = dispatch(Op::full, none, one_element).at(0);
+    return element_as_double(e.raw_data(), e.dtype());
+  } catch (const Error&) {
+    return std::nullopt;
+  }
 }
 
 bool is_one(const ir::Value* v) {
-  return all_elements(v, [](double d, DType) { return d == 1.0; });
+  std::optional<double> s = splat_value(v);
+  return s && *s == 1.0;
 }
 
-/// x + z == x bit for bit: any zero for integer and bool results; for float results only a
-/// float -0.0, since -0.0 + +0.0 = +0.0.
-bool is_additive_identity(const ir::Value* z, DType result) {
-  return all_elements(z, [result](double d, DType dt) {
-    if (d != 0.0) return false;
-    if (!is_floating(result)) return true;
-    return is_floating(dt) && std::signbit(d);
-  });
+/// A zero of either sign (for integer and bool results, where there is only one).
+bool is_zero(const ir::Value* v) {
+  std::optional<double> s = splat_value(v);
+  return s && *s == 0.0;
 }
 
-/// x - z == x bit for bit: any zero for integers; for float results +0.0 (an integer zero
-/// converts to +0.0), since -0.0 - -0.0 = +0.0.
-bool is_subtractive_identity(const ir::Value* z, DType result) {
-  return all_elements(z, [result](double d, DType) {
-    return d == 0.0 && (!is_floating(result) || !std::signbit(d));
-  });
+/// A zero of the given sign, as it reaches a floating computation (an integer 0 is +0.0).
+bool is_signed_zero(const ir::Value* v, bool negative) {
+  std::optional<double> s = splat_value(v);
+  return s && *s == 0.0 && std::signbit(*s) == negative;
+}
+
+/// The value whose storage v shares: through view ops down to a fresh result or an input.
+const ir::Value* storage_root(const ir::Value* v) {
+  while (v->producer() && v->producer()->schema().kind == OpKind::view)
+    v = v->producer()->input(0);
+  return v;
 }
 
 bool is_graph_output(const ir::Value* v) {
@@ -72,155 +80,172 @@ bool is_graph_output(const ir::Value* v) {
   return false;
 }
 
-/// Whether v shares storage with a graph input or a graph output: it, or a value it is a
-/// view of, is an input or an output.
-bool shares_storage_with_io(const ir::Value* v) {
-  for (;;) {
-    if (v->is_input() || is_graph_output(v)) return true;
-    const ir::Node* p = v->producer();
-    if (p->schema().kind != OpKind::view) return false;
-    v = p->input(0);
-  }
+/// Whether the uses of `old`, a fresh result, may move to `replacement`: a graph output must
+/// not become an alias of a graph input or of another output, which eager code would have
+/// returned as a separate tensor.
+bool may_forward(const ir::Graph& g, const ir::Value* old, const ir::Value* replacement) {
+  if (!is_graph_output(old)) return true;
+  const ir::Value* root = storage_root(replacement);
+  if (root->is_input()) return false;
+  for (const ir::Value* o : g.outputs())
+    if (o != old && storage_root(o) == root) return false;
+  return true;
 }
 
-/// May `old`, the fresh result of a non-view node, be replaced by x? Only when the type is
-/// the same and no caller-visible alias appears.
-bool may_replace_fresh(const ir::Value* old, const ir::Value* x) {
-  if (x->type() != old->type()) return false;
-  return !is_graph_output(old) || !shares_storage_with_io(x);
-}
-
-/// A new single-result node before `at`, when its inferred type equals `want`; else null.
-ir::Value* build_if_same_type(ir::Graph& g, ir::Node* at, Op op, std::vector<ir::Value*> ins,
-                              Attrs attrs, const ir::Type& want) {
-  Expected<std::vector<ir::Type>> types = ir::infer_types(op, ins, attrs);
-  if (!types || types->size() != 1 || (*types)[0] != want) return nullptr;
-  ir::Builder b(g);
-  b.set_insertion_point(at);
-  b.set_location(at->location());
-  return b.create(op, std::move(ins), std::move(attrs));
-}
-
-/// dims with negative entries wrapped, or empty when one is out of range.
-std::vector<int64_t> wrapped_dims(const std::vector<int64_t>& dims) {
-  auto rank = static_cast<int64_t>(dims.size());
+/// dims wrapped into [0, rank), or nullopt when one is out of range.
+std::optional<std::vector<int64_t>> wrap_dims(const std::vector<int64_t>& dims, int64_t rank) {
   std::vector<int64_t> r;
+  r.reserve(dims.size());
   for (int64_t d : dims) {
     int64_t w = d < 0 ? d + rank : d;
-    if (w < 0 || w >= rank) return {};
+    if (w < 0 || w >= rank) return std::nullopt;
     r.push_back(w);
   }
   return r;
 }
 
-ir::Value* fold_mul(const ir::Node* n) {
-  ir::Value* out = n->output();
-  ir::Value* a = n->input(0);
-  ir::Value* b = n->input(1);
-  if (is_one(b) && may_replace_fresh(out, a)) return a;
-  if (is_one(a) && may_replace_fresh(out, b)) return b;
-  return nullptr;
+bool is_identity(const std::vector<int64_t>& perm) {
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != static_cast<int64_t>(i)) return false;
+  return true;
 }
 
-ir::Value* fold_add(const ir::Node* n) {
-  ir::Value* out = n->output();
-  DType rt = out->type().dtype();
-  ir::Value* a = n->input(0);
-  ir::Value* b = n->input(1);
-  if (is_additive_identity(b, rt) && may_replace_fresh(out, a)) return a;
-  if (is_additive_identity(a, rt) && may_replace_fresh(out, b)) return b;
-  return nullptr;
-}
+class Canonicalizer {
+public:
+  explicit Canonicalizer(ir::Graph& g) : g_(g), b_(g) {}
 
-ir::Value* fold_sub(ir::Graph& g, ir::Node* n) {
-  ir::Value* out = n->output();
-  const ir::Type& t = out->type();
-  ir::Value* a = n->input(0);
-  ir::Value* b = n->input(1);
-  if (is_subtractive_identity(b, t.dtype()) && may_replace_fresh(out, a)) return a;
-  // x - x = 0 for integers only: for floats NaN - NaN and Inf - Inf are NaN.
-  if (a == b && is_integral(t.dtype()) && !t.wrapped_number())
-    return build_if_same_type(g, n, Op::full, {},
-                              {std::vector<int64_t>(t.sizes()), Scalar(int64_t{0}), t.dtype()}, t);
-  return nullptr;
-}
-
-ir::Value* fold_neg(const ir::Node* n) {
-  const ir::Node* inner = n->input(0)->producer();
-  if (!inner || inner->op() != Op::neg) return nullptr;
-  ir::Value* x = inner->input(0);
-  return may_replace_fresh(n->output(), x) ? x : nullptr;
-}
-
-ir::Value* fold_cast(const ir::Node* n) {
-  ir::Value* x = n->input(0);
-  if (x->type().dtype() != n->attrs().dtype(0)) return nullptr;
-  return may_replace_fresh(n->output(), x) ? x : nullptr;
-}
-
-ir::Value* fold_permute(ir::Graph& g, ir::Node* n) {
-  ir::Value* out = n->output();
-  if (n->input(0)->type() == out->type()) return n->input(0);
-  const ir::Node* inner = n->input(0)->producer();
-  if (!inner || inner->op() != Op::permute) return nullptr;
-  std::vector<int64_t> p = wrapped_dims(inner->attrs().ints(0));
-  std::vector<int64_t> q = wrapped_dims(n->attrs().ints(0));
-  if (p.size() != q.size() || p.size() != inner->attrs().ints(0).size() ||
-      q.size() != n->attrs().ints(0).size())
-    return nullptr;
-  // permute(y, q)[i] = y[q[i]] and y = permute(x, p): dim i of the result is dim p[q[i]] of x.
-  std::vector<int64_t> r(q.size());
-  for (size_t i = 0; i < q.size(); ++i)
-    r[i] = p[static_cast<size_t>(q[i])];
-  ir::Value* x = inner->input(0);
-  std::vector<int64_t> identity(r.size());
-  std::iota(identity.begin(), identity.end(), int64_t{0});
-  if (r == identity && x->type() == out->type()) return x;
-  return build_if_same_type(g, n, Op::permute, {x}, {r}, out->type());
-}
-
-ir::Value* fold_view(ir::Graph& g, ir::Node* n) {
-  ir::Value* out = n->output();
-  if (n->input(0)->type() == out->type()) return n->input(0);
-  const ir::Node* inner = n->input(0)->producer();
-  if (!inner || inner->op() != Op::view) return nullptr;
-  ir::Value* x = inner->input(0);
-  if (x->type() == out->type()) return x;
-  return build_if_same_type(g, n, Op::view, {x}, n->attrs(), out->type());
-}
-
-ir::Value* fold_expand(const ir::Node* n) {
-  return n->input(0)->type() == n->output()->type() ? n->input(0) : nullptr;
-}
-
-/// The value that replaces n's result, or null to keep n.
-ir::Value* simplify(ir::Graph& g, ir::Node* n) {
-  switch (n->op()) {
-  case Op::mul: return fold_mul(n);
-  case Op::add: return fold_add(n);
-  case Op::sub: return fold_sub(g, n);
-  case Op::neg: return fold_neg(n);
-  case Op::cast: return fold_cast(n);
-  case Op::permute: return fold_permute(g, n);
-  case Op::view: return fold_view(g, n);
-  case Op::expand: return fold_expand(n);
-  default: return nullptr;
+  /// The value that may replace n's result, or null. Its type equals the result's.
+  ir::Value* simplify(ir::Node* n) {
+    switch (n->op()) {
+    case Op::mul:
+      return fresh(n, binary_identity(n, true, [](const ir::Value* v) { return is_one(v); }));
+    case Op::add: return fresh(n, simplify_add(n));
+    case Op::sub: return simplify_sub(n);
+    case Op::neg: return fresh(n, simplify_neg(n));
+    case Op::cast: return fresh(n, same_type(n, n->input(0)));
+    case Op::permute: return simplify_permute(n);
+    case Op::view: return simplify_view(n);
+    case Op::expand: return same_type_and_sizes(n, n->input(0));
+    default: return nullptr;
+    }
   }
-}
+
+private:
+  const ir::Type& result_type(const ir::Node* n) const { return n->output()->type(); }
+
+  /// v when its type is exactly n's result type, else null.
+  ir::Value* same_type(const ir::Node* n, ir::Value* v) const {
+    return v && v->type() == result_type(n) ? v : nullptr;
+  }
+
+  /// v when n's result has v's sizes (so a view op of v is the identity) and v's type.
+  ir::Value* same_type_and_sizes(const ir::Node* n, ir::Value* v) const {
+    return v && v->type().sizes() == result_type(n).sizes() ? same_type(n, v) : nullptr;
+  }
+
+  /// A replacement of a fresh result (an elementwise op) by an existing value: refused when
+  /// it would make a graph output alias an input or another output.
+  ir::Value* fresh(const ir::Node* n, ir::Value* replacement) const {
+    return replacement && may_forward(g_, n->output(), replacement) ? replacement : nullptr;
+  }
+
+  /// op(x, e) or (when commutative) op(e, x) with e an identity element of the op: x.
+  template <typename IsUnit>
+  ir::Value* binary_identity(const ir::Node* n, bool commutative, IsUnit is_unit) const {
+    for (size_t i = 0; i < (commutative ? 2u : 1u); ++i) {
+      ir::Value* x = n->input(i);
+      if (x->type() == result_type(n) && is_unit(n->input(1 - i))) return x;
+    }
+    return nullptr;
+  }
+
+  ir::Value* simplify_add(const ir::Node* n) const {
+    // -0.0 is the only floating identity of +: -0.0 + 0.0 = +0.0.
+    if (is_floating(result_type(n).dtype()))
+      return binary_identity(n, true, [](const ir::Value* v) { return is_signed_zero(v, true); });
+    return binary_identity(n, true, [](const ir::Value* v) { return is_zero(v); });
+  }
+
+  ir::Value* simplify_sub(ir::Node* n) {
+    const DType t = result_type(n).dtype();
+    if (n->input(0) == n->input(1) && is_integral(t)) {
+      // x - x is 0 for integers (wrapping cannot change that), never for floats (NaN, Inf).
+      std::vector<int64_t> sizes(result_type(n).sizes().begin(), result_type(n).sizes().end());
+      return build(n, Op::full, {}, {sizes, Scalar(int64_t{0}), t});
+    }
+    // +0.0 is the floating identity of -: -0.0 - 0.0 = -0.0, but x - (-0.0) = x + 0.0.
+    if (is_floating(t))
+      return fresh(n, binary_identity(n, false,
+                                      [](const ir::Value* v) { return is_signed_zero(v, false); }));
+    return fresh(n, binary_identity(n, false, [](const ir::Value* v) { return is_zero(v); }));
+  }
+
+  ir::Value* simplify_neg(const ir::Node* n) const {
+    const ir::Node* inner = n->input(0)->producer();
+    if (!inner || inner->op() != Op::neg) return nullptr;
+    return same_type(n, inner->input(0));
+  }
+
+  ir::Value* simplify_permute(ir::Node* n) {
+    ir::Value* x = n->input(0);
+    const int64_t rank = x->type().rank();
+    std::optional<std::vector<int64_t>> q = wrap_dims(n->attrs().ints(0), rank);
+    if (!q) return nullptr;
+    const ir::Node* inner = x->producer();
+    if (!inner || inner->op() != Op::permute) return is_identity(*q) ? same_type(n, x) : nullptr;
+    // result[i] = inner[q[i]] = base[p[q[i]]].
+    ir::Value* base = inner->input(0);
+    std::optional<std::vector<int64_t>> p = wrap_dims(inner->attrs().ints(0), rank);
+    if (!p || p->size() != q->size()) return nullptr;
+    std::vector<int64_t> r(q->size());
+    for (size_t i = 0; i < r.size(); ++i)
+      r[i] = (*p)[static_cast<size_t>((*q)[i])];
+    if (is_identity(r))
+      if (ir::Value* v = same_type(n, base)) return v;
+    return build(n, Op::permute, {base}, {r});
+  }
+
+  ir::Value* simplify_view(ir::Node* n) {
+    ir::Value* x = n->input(0);
+    if (ir::Value* v = same_type_and_sizes(n, x)) return v;
+    const ir::Node* inner = x->producer();
+    if (!inner || inner->op() != Op::view) return nullptr;
+    ir::Value* base = inner->input(0);
+    if (ir::Value* v = same_type_and_sizes(n, base)) return v;
+    return build(n, Op::view, {base}, n->attrs());
+  }
+
+  /// A new node before n, built only when inference accepts it and gives exactly n's
+  /// result type; else null (and nothing is created).
+  ir::Value* build(const ir::Node* n, Op op, std::vector<ir::Value*> inputs, Attrs attrs) {
+    Expected<std::vector<ir::Type>> types = ir::infer_types(op, inputs, attrs);
+    if (!types || types->size() != 1 || (*types)[0] != result_type(n)) return nullptr;
+    b_.set_insertion_point(const_cast<ir::Node*>(n));
+    b_.set_location(n->location());
+    return b_.create(op, std::move(inputs), std::move(attrs));
+  }
+
+  ir::Graph& g_;
+  ir::Builder b_;
+};
 
 } // namespace
 
 Expected<void> canonicalize(ir::Graph& g, PassContext& ctx) {
-  // Forward: a rewrite changes only the operands of later nodes, which are reached after it.
+  Canonicalizer c(g);
+  // Forward: a rewrite changes only the operands of later nodes, so chains (x * 1 * 1,
+  // neg(neg(neg(neg(x)))), three permutes) simplify in one walk.
   for (ir::Node* n = g.first_node(); n;) {
     ir::Node* next = n->next();
-    if (ir::Value* r = simplify(g, n)) {
-      KILN_ASSERT(r->type() == n->output()->type(), "canonicalize: ", n->name(),
-                  " replaced by a value of type ", r->type().str(), " instead of ",
-                  n->output()->type().str());
-      n->output()->replace_all_uses_with(r);
-      g.erase(n);
-      ctx.changed = true;
+    if (n->num_outputs() == 1) {
+      if (ir::Value* r = c.simplify(n)) {
+        KILN_ASSERT(r->type() == n->output()->type(), "canonicalize: ", n->name(),
+                    " replaced by a value of type ", r->type().str(), " instead of ",
+                    n->output()->type().str());
+        n->output()->replace_all_uses_with(r);
+        g.erase(n);
+        ctx.changed = true;
+      }
     }
     n = next;
   }

@@ -20,9 +20,10 @@ Expected<void> dead_code_elimination(ir::Graph& g, PassContext& ctx);
 /// their bits, scalars by kind and bits), the same operands (the same values, in the same
 /// order: add(a, b) and add(b, a) are not merged) and the same result types. Random ops and
 /// `empty` are never merged: two draws, or two uninitialised buffers, are different values.
-/// A node is not merged when one of its results and the matching result of the earlier node
-/// are both graph outputs: the caller would get one tensor twice where eager code returns
-/// two. The replaced nodes and constants are removed; nodes that only they used are left for
+/// Nor is a node (other than a view) whose result is a graph output merged into one whose
+/// result, or a view of it, is another output: the caller would get one tensor twice where
+/// eager code returns two (two views of one value alias already, and may merge). The replaced
+/// nodes and constants are removed; nodes that only they used are left for
 /// dead-code-elimination. One forward walk; candidates are tried in graph order, so the
 /// result does not depend on addresses.
 Expected<void> common_subexpression_elimination(ir::Graph& g, PassContext& ctx);
@@ -51,9 +52,9 @@ Expected<void> constant_fold(ir::Graph& g, PassContext& ctx);
 /// happens only when the replacing value's type equals the replaced one's, so broadcasts,
 /// promotions (i32 * 1.0 is f32) and layout changes (an elementwise op of a strided x is
 /// contiguous) block it. A "one" or "zero" operand is a constant input with at least one
-/// element, every element of which is 1 (or 0), wrapped numbers included, or a `full` node
-/// whose value has its dtype's kind (a float value for a float dtype, an integer or bool
-/// otherwise); a constant of a larger shape broadcasts x, and the type check blocks that.
+/// element, all bitwise equal, to 1 (or to 0), wrapped numbers included, or a `full`
+/// node whose value, as the eager kernel stores it in its dtype, is 1 (or 0): full(1.5, i32)
+/// holds 1. A constant of a larger shape broadcasts x, and the type check blocks that.
 ///   mul(x, 1), mul(1, x)            -> x
 ///   add(x, 0), add(0, x)            -> x   integers and bool; for floats only -0.0, since
 ///                                          -0.0 + 0.0 = +0.0
@@ -65,8 +66,9 @@ Expected<void> constant_fold(ir::Graph& g, PassContext& ctx);
 ///   neg(neg(x))                     -> x
 ///   permute(permute(x, p), q)       -> permute(x, r) with r[i] = p[q[i]], or x when r is
 ///                                          the identity and x's type is the result's
-///   view(view(x, a), b)             -> view(x, b), or x when x's type is the result's
-///                                          (kept when view(x, b) is not inferable)
+///   view(view(x, a), b)             -> view(x, b), or x when b is x's shape and x's type
+///                                          is the result's (kept when view(x, b) is not
+///                                          inferable or gives another type)
 ///   view, permute or expand whose result type equals its operand's (view to its own shape,
 ///   the identity permutation, expand to its own sizes) -> the operand (equal sizes and
 ///   strides, and these ops keep the storage offset: the same elements)
@@ -76,8 +78,8 @@ Expected<void> constant_fold(ir::Graph& g, PassContext& ctx);
 /// inductor does in remove_noop_ops): the caller would get an alias eager code never gives.
 /// New nodes are built through inference and used only when the inferred type equals the
 /// old result type; each replaced node is removed, nodes and constants that only it used
-/// are left for dead-code-elimination. One forward walk reaches a fixed point: a rewrite only
-/// changes the operands of later nodes.
+/// are left for dead-code-elimination. One forward walk: a rewrite only changes the operands
+/// of later nodes, so chains (x * 1 * 1, four negations, three transposes) simplify at once.
 Expected<void> canonicalize(ir::Graph& g, PassContext& ctx);
 
 /// The simplification pipeline of a compiled graph, one straight list (passes/pipeline.cpp):

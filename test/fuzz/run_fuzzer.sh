@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Builds the parser fuzzer with clang (test/fuzz/CMakeLists.txt) and runs it for a bounded time.
 # usage: run_fuzzer.sh SOURCE_DIR WORK_DIR RUNTIME_LIBRARY [CXX]
-# KILN_FUZZ_SECONDS (default 20) bounds the run. Exits 77 (CTest's SKIP_RETURN_CODE) when no
+# KILN_FUZZ_SECONDS (default 30) bounds the run. Exits 77 (CTest's SKIP_RETURN_CODE) when no
 # clang with libFuzzer is available.
 set -euo pipefail
 src=$1 work=$2 runtime=$3 cxx=${4:-clang++-14}
-seconds=${KILN_FUZZ_SECONDS:-20}
+seconds=${KILN_FUZZ_SECONDS:-30}
 
 if ! command -v "$cxx" >/dev/null; then
   echo "fuzz: $cxx not found (run scripts/setup); skipped"
@@ -14,7 +14,7 @@ fi
 mkdir -p "$work"
 probe="$work/probe.cpp"
 echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' >"$probe"
-if ! "$cxx" -fsanitize=fuzzer,address "$probe" -o "$work/probe" 2>"$work/probe.log"; then
+if ! "$cxx" -fsanitize=fuzzer,address,undefined "$probe" -o "$work/probe" 2>"$work/probe.log"; then
   echo "fuzz: $cxx cannot link -fsanitize=fuzzer (libclang-rt missing?); skipped"
   cat "$work/probe.log"
   exit 77

@@ -161,6 +161,7 @@ template <typename Fn> std::string stderr_of_abort(Fn fn) {
   pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
+    std::signal(SIGABRT, SIG_DFL); // not Catch's handler: the child must just die
     dup2(fds[1], 2);
     close(fds[0]);
     fn();
