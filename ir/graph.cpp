@@ -21,8 +21,8 @@ std::string_view input_kind_name(InputKind k) {
 // ---- Value ----
 
 size_t Value::num_operand_uses() const {
-  return static_cast<size_t>(std::count_if(uses_.begin(), uses_.end(),
-                                           [](const Use& u) { return u.kind == Use::Kind::operand; }));
+  return static_cast<size_t>(std::count_if(
+      uses_.begin(), uses_.end(), [](const Use& u) { return u.kind == Use::Kind::operand; }));
 }
 
 void Value::remove_use(Use u) {
@@ -32,11 +32,13 @@ void Value::remove_use(Use u) {
 }
 
 void Value::replace_all_uses_with(Value* other) {
-  KILN_ASSERT(other != nullptr && &other->graph() == graph_, "replace_all_uses_with: another graph");
+  KILN_ASSERT(other != nullptr && &other->graph() == graph_,
+              "replace_all_uses_with: another graph");
   if (other == this) return;
   std::vector<Use> uses = std::move(uses_);
   uses_.clear();
-  for (const Use& u : uses) graph_->retarget_use(u, other);
+  for (const Use& u : uses)
+    graph_->retarget_use(u, other);
 }
 
 // ---- Node ----
@@ -53,7 +55,8 @@ void Node::set_input(size_t i, Value* v) {
 std::vector<Value*> Node::outputs() const {
   std::vector<Value*> r;
   r.reserve(outputs_.size());
-  for (const auto& v : outputs_) r.push_back(v.get());
+  for (const auto& v : outputs_)
+    r.push_back(v.get());
   return r;
 }
 
@@ -86,8 +89,8 @@ Value* Graph::add_constant(const Tensor& data, bool wrapped_number, std::string 
   Tensor copy = data.is_contiguous() ? data.clone() : data.contiguous();
   copy.impl().wrapped_number = wrapped_number;
   auto v = std::unique_ptr<Value>(
-      new Value(this, Type(copy.dtype(), copy.sizes(), {}, Device::cpu(), wrapped_number),
-                nullptr, static_cast<uint32_t>(inputs_.size())));
+      new Value(this, Type(copy.dtype(), copy.sizes(), {}, Device::cpu(), wrapped_number), nullptr,
+                static_cast<uint32_t>(inputs_.size())));
   v->input_kind_ = InputKind::constant;
   v->name_ = std::move(name);
   v->constant_ = std::move(copy);
@@ -103,7 +106,8 @@ void Graph::erase_input(Value* v) {
   size_t at = v->index();
   inputs_.erase(inputs_.begin() + static_cast<std::ptrdiff_t>(at));
   input_ptrs_.erase(input_ptrs_.begin() + static_cast<std::ptrdiff_t>(at));
-  for (size_t i = at; i < input_ptrs_.size(); ++i) input_ptrs_[i]->index_ = static_cast<uint32_t>(i);
+  for (size_t i = at; i < input_ptrs_.size(); ++i)
+    input_ptrs_[i]->index_ = static_cast<uint32_t>(i);
 }
 
 Node* Graph::create_node(Op op, std::vector<Value*> inputs, Attrs attrs,
@@ -157,7 +161,8 @@ void Graph::move_before(Node* n, Node* before) {
 std::vector<Node*> Graph::node_list() const {
   std::vector<Node*> r;
   r.reserve(num_nodes_);
-  for (Node* n = first_; n; n = n->next_) r.push_back(n);
+  for (Node* n = first_; n; n = n->next_)
+    r.push_back(n);
   return r;
 }
 
@@ -214,15 +219,20 @@ std::unique_ptr<Graph> Graph::clone() const {
   for (Node* n = first_; n; n = n->next_) {
     std::vector<Value*> ins;
     ins.reserve(n->inputs_.size());
-    for (Value* v : n->inputs_) ins.push_back(map.at(v));
+    for (Value* v : n->inputs_)
+      ins.push_back(map.at(v));
     std::vector<Type> types;
-    for (const auto& o : n->outputs_) types.push_back(o->type());
+    for (const auto& o : n->outputs_)
+      types.push_back(o->type());
     Node* c = g->create_node(n->op_, std::move(ins), n->attrs_, types);
     c->location_ = n->location_;
-    for (size_t k = 0; k < types.size(); ++k) map[n->output(k)] = c->output(k);
+    for (size_t k = 0; k < types.size(); ++k)
+      map[n->output(k)] = c->output(k);
   }
-  for (Value* v : outputs_) g->add_output(map.at(v));
-  for (const InPlaceWrite& w : writes_) g->add_write(map.at(w.target), map.at(w.source));
+  for (Value* v : outputs_)
+    g->add_output(map.at(v));
+  for (const InPlaceWrite& w : writes_)
+    g->add_write(map.at(w.target), map.at(w.source));
   return g;
 }
 

@@ -24,8 +24,8 @@ bool holds_kind(const AttrValue& v, AttrKind k) {
 Expected<void> check_attrs(Op op, const Attrs& attrs) {
   const OpSchema& s = schema(op);
   if (attrs.size() != s.attrs.size())
-    return Error::without_location(detail::str(s.name, ": expects ", s.attrs.size(),
-                                               " attributes, got ", attrs.size()));
+    return Error::without_location(
+        detail::str(s.name, ": expects ", s.attrs.size(), " attributes, got ", attrs.size()));
   for (size_t k = 0; k < s.attrs.size(); ++k)
     if (!holds_kind(attrs[k], s.attrs[k].kind))
       return Error::without_location(detail::str(s.name, ": attribute '", s.attrs[k].name,
@@ -64,14 +64,16 @@ Expected<std::vector<Type>> infer_types(Op op, std::span<const Type> inputs, con
   }
   std::vector<Type> types;
   types.reserve(out.size());
-  for (const TensorMeta& m : out) types.push_back(Type::from_meta(m));
+  for (const TensorMeta& m : out)
+    types.push_back(Type::from_meta(m));
   return types;
 }
 
 Expected<std::vector<Type>> infer_types(Op op, std::span<Value* const> inputs, const Attrs& attrs) {
   std::vector<Type> types;
   types.reserve(inputs.size());
-  for (Value* v : inputs) types.push_back(v->type());
+  for (Value* v : inputs)
+    types.push_back(v->type());
   return infer_types(op, std::span<const Type>(types), attrs);
 }
 

@@ -6,6 +6,7 @@
 
 #include "ir/builder.h"
 #include "ir/infer.h"
+#include "passes/aliasing.h"
 #include "passes/passes.h"
 #include "runtime/ops/dispatch.h"
 
@@ -65,19 +66,6 @@ bool is_zero(const ir::Value* v) {
 bool is_signed_zero(const ir::Value* v, bool negative) {
   std::optional<double> s = splat_value(v);
   return s && *s == 0.0 && std::signbit(*s) == negative;
-}
-
-/// The value whose storage v shares: through view ops down to a fresh result or an input.
-const ir::Value* storage_root(const ir::Value* v) {
-  while (v->producer() && v->producer()->schema().kind == OpKind::view)
-    v = v->producer()->input(0);
-  return v;
-}
-
-bool is_graph_output(const ir::Value* v) {
-  for (const ir::Use& u : v->uses())
-    if (u.kind == ir::Use::Kind::graph_output) return true;
-  return false;
 }
 
 /// Whether the uses of `old`, a fresh result, may move to `replacement`: a graph output must

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "passes/aliasing.h"
 #include "passes/passes.h"
 
 namespace kiln::passes {
@@ -99,19 +100,6 @@ bool mergeable(const ir::Node* n) {
 }
 
 // ---- graph outputs ----
-
-/// The value whose storage v shares: through view ops down to a fresh result or an input.
-const ir::Value* storage_root(const ir::Value* v) {
-  while (v->producer() && v->producer()->schema().kind == OpKind::view)
-    v = v->producer()->input(0);
-  return v;
-}
-
-bool is_graph_output(const ir::Value* v) {
-  for (const ir::Use& u : v->uses())
-    if (u.kind == ir::Use::Kind::graph_output) return true;
-  return false;
-}
 
 /// Whether replacing drop's results by keep's would make a graph output share storage with
 /// another output (keep's result or a view of it) where eager code returns two tensors

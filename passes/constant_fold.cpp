@@ -2,6 +2,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "passes/aliasing.h"
 #include "passes/passes.h"
 #include "runtime/ops/dispatch.h"
 
@@ -23,8 +24,7 @@ bool foldable(const ir::Node* n) {
     if (!t.is_static() || t.numel() > kMaxFoldedElements) return false;
     // A constant returned as an output would hand the caller the graph's own storage, which
     // every later call reuses: a fresh result stays fresh.
-    for (const ir::Use& u : n->output(k)->uses())
-      if (u.kind == ir::Use::Kind::graph_output) return false;
+    if (is_graph_output(n->output(k))) return false;
   }
   return true;
 }

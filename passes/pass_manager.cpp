@@ -18,7 +18,8 @@ void PassManager::add(std::string_view name) {
   const PassInfo* p = find_pass(name);
   if (!p) {
     std::string known;
-    for (const PassInfo& q : registered_passes()) known += (known.empty() ? "" : ", ") + q.name;
+    for (const PassInfo& q : registered_passes())
+      known += (known.empty() ? "" : ", ") + q.name;
     throw Error::without_location(
         detail::str("unknown pass '", name, "'; the known passes are: ", known));
   }
@@ -50,7 +51,8 @@ Expected<void> PassManager::run(ir::Graph& g, PassContext& ctx) const {
     Expected<void> r = p.run(g, ctx);
     double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (!r) return Error::without_location(detail::str("pass '", p.name, "': ", r.error().message()));
+    if (!r)
+      return Error::without_location(detail::str("pass '", p.name, "': ", r.error().message()));
     if (verify) {
       if (auto v = ir::verify(g); !v)
         return Error::without_location(

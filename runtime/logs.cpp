@@ -16,8 +16,10 @@ std::vector<std::string> parse_logs() {
   while (!s.empty()) {
     size_t comma = s.find(',');
     std::string_view item = s.substr(0, comma);
-    while (!item.empty() && (item.front() == ' ' || item.front() == '+')) item.remove_prefix(1);
-    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '+'))
+      item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ')
+      item.remove_suffix(1);
     if (!item.empty()) out.emplace_back(item);
     if (comma == std::string_view::npos) break;
     s.remove_prefix(comma + 1);

@@ -28,7 +28,8 @@ constexpr Subcommand kSubcommands[] = {
 
 int usage(std::ostream& os) {
   os << "usage: kiln COMMAND [ARGS...]\n\ncommands:\n";
-  for (const Subcommand& s : kSubcommands) os << "  " << s.name << "\t" << s.summary << "\n";
+  for (const Subcommand& s : kSubcommands)
+    os << "  " << s.name << "\t" << s.summary << "\n";
   os << "\n`kiln COMMAND --help` describes a command.\n";
   return 2;
 }

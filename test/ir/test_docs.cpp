@@ -1,6 +1,5 @@
 // docs/ir.md documents every op of the table, with each of its attributes.
 #include <catch2/catch.hpp>
-
 #include <fstream>
 #include <sstream>
 

@@ -1,13 +1,13 @@
 // The IR core: types, use lists, the builder, erasing, cloning.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <csignal>
 
 #include "ir/builder.h"
 #include "ir/graph.h"
 #include "runtime/ops.h"
-
-#include <csignal>
-#include <sys/wait.h>
-#include <unistd.h>
 
 using namespace kiln;
 using namespace kiln::ir;
@@ -99,7 +99,8 @@ TEST_CASE("node order: insertion points, move_before, erase", "[ir][graph]") {
   b.set_insertion_point(c->producer());
   Value* m = b.create(Op::cos, {a});
   std::vector<Op> order;
-  for (Node* n : g.nodes()) order.push_back(n->op());
+  for (Node* n : g.nodes())
+    order.push_back(n->op());
   CHECK(order == std::vector<Op>{Op::exp, Op::cos, Op::sin});
   g.move_before(c->producer(), g.first_node());
   CHECK(g.first_node()->op() == Op::sin);
@@ -170,7 +171,8 @@ template <typename Fn> std::string stderr_of_abort(Fn fn) {
   close(fds[1]);
   std::string out;
   char buf[256];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;)
+    out.append(buf, static_cast<size_t>(n));
   close(fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);
