@@ -478,8 +478,7 @@ TEST_CASE("mlir: conv2d and pools verify across groups, dtypes, ranks and modes"
   check_mlir(g);
 }
 
-TEST_CASE("mlir: gather and index_select use tensor.extract and scatter a call",
-          "[ir][mlir]") {
+TEST_CASE("mlir: gather and index_select use tensor.extract and scatter a call", "[ir][mlir]") {
   Graph g("index");
   Builder b(g);
   Value* x = g.add_input(ty(DType::f32, {5, 4}));
