@@ -201,19 +201,6 @@ std::string describe(const Token& t) {
   return "?";
 }
 
-/// Attrs from a list (Attrs is built from an initializer list only; schemas have <= 6).
-Attrs make_attrs(const std::vector<AttrValue>& v) {
-  switch (v.size()) {
-  case 0: return {};
-  case 1: return {v[0]};
-  case 2: return {v[0], v[1]};
-  case 3: return {v[0], v[1], v[2]};
-  case 4: return {v[0], v[1], v[2], v[3]};
-  case 5: return {v[0], v[1], v[2], v[3], v[4]};
-  default: return {v[0], v[1], v[2], v[3], v[4], v[5]};
-  }
-}
-
 /// Thrown inside the parser, turned into an Expected at the top.
 struct ParseError {
   std::string message;
@@ -602,8 +589,7 @@ private:
         fail(op_tok, "missing attribute '" + s.attrs[k].name + "' for " + std::string(op_name(op)));
       out.push_back(std::move(*vals[k]));
     }
-    if (out.size() > 6) fail(op_tok, "too many attributes for " + std::string(op_name(op)));
-    Attrs a = make_attrs(out);
+    Attrs a(std::move(out));
     if (auto r = check_attrs(op, a); !r) fail(op_tok, r.error().message());
     return a;
   }

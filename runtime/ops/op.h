@@ -42,6 +42,7 @@ class Attrs {
 public:
   Attrs() = default;
   Attrs(std::initializer_list<AttrValue> v) : values_(v) {}
+  explicit Attrs(std::vector<AttrValue> v) : values_(std::move(v)) {}
   size_t size() const { return values_.size(); }
   const AttrValue& operator[](size_t k) const { return values_.at(k); }
   int64_t i(size_t k) const { return get<int64_t>(k); }
