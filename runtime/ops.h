@@ -231,6 +231,13 @@ Tensor scatter(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& 
 /// Constant padding; pads lists (left, right) pairs from the last dim backwards, as F.pad.
 Tensor pad(const Tensor& a, std::vector<int64_t> pads, double value = 0.0);
 
+// ---- data-dependent shapes (read the data on the host: a graph break when traced) ----
+/// Indices of the nonzero elements, [count, a.dim()] i64, in row-major order (torch.nonzero).
+Tensor nonzero(const Tensor& a);
+/// The elements of a where mask (bool, broadcast to a's shape) is true, 1-d, row-major
+/// (torch.masked_select, the same as a[mask]).
+Tensor masked_select(const Tensor& a, const Tensor& mask);
+
 // ---- random state ----
 /// Seeds the global Philox generator and resets its offset.
 void manual_seed(uint64_t seed);

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/tracing.h"
 #include "runtime/tensor.h"
 
 namespace kiln {
@@ -235,6 +236,7 @@ std::string add_suffixes(std::string body, const std::vector<std::string>& suffi
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "tensor(<undefined>)";
+  HostReadScope read(&t, HostRead::print);
   const std::string prefix = "tensor(";
   const auto indent = static_cast<int64_t>(prefix.size());
   std::vector<std::string> suffixes;

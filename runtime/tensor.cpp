@@ -5,6 +5,7 @@
 
 #include "runtime/ops.h"
 #include "runtime/ops/dispatch.h"
+#include "runtime/tracing.h"
 
 namespace kiln {
 
@@ -17,8 +18,12 @@ uint64_t Tensor::version() const {
 }
 
 void* Tensor::raw_data() const {
+  if (active_tracer() != nullptr) [[unlikely]] {
+    HostReadScope read(this, HostRead::data_pointer);
+  }
   const TensorImpl& i = impl();
-  KILN_CHECK(!i.is_traced(), "the data of a traced tensor is not available while tracing");
+  KILN_CHECK(!i.is_traced(), "the data of a traced tensor is not available outside the "
+                             "compiled call that traced it");
   KILN_CHECK(i.storage != nullptr, "tensor has no storage");
   return static_cast<char*>(i.storage->data()) + i.offset * kiln::itemsize(i.dtype);
 }
@@ -36,12 +41,14 @@ Tensor Tensor::grad() const { return Tensor(impl().grad); }
 void Tensor::set_grad(const Tensor& g) { impl().grad = g.impl_ptr(); }
 
 template <typename T> T Tensor::item() const {
+  HostReadScope read(this, HostRead::item);
   KILN_CHECK(numel() == 1, "item: a tensor with ", numel(), " elements (shape ", shape_str(sizes()),
              ") cannot be converted to a scalar");
   return to_vector<T>()[0];
 }
 
 template <typename T> std::vector<T> Tensor::to_vector() const {
+  HostReadScope read(this, HostRead::to_vector);
   Tensor c = kiln::to(*this, dtype_of_v<T>).contiguous();
   std::vector<T> out(static_cast<size_t>(c.numel()));
   if (out.empty()) return out;
@@ -62,6 +69,7 @@ KILN_FOR_EACH_ELEMENT_TYPE(KILN_INSTANTIATE)
 #undef KILN_INSTANTIATE
 
 Tensor::operator bool() const {
+  HostReadScope read(this, HostRead::condition);
   KILN_CHECK(numel() == 1, "bool: a tensor with ", numel(), " elements (shape ", shape_str(sizes()),
              ") is ambiguous as a condition; use any()/all() style reductions");
   return item<bool>();
@@ -97,8 +105,9 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
 Tensor Tensor::flatten(int64_t s, int64_t e) const { return kiln::flatten(*this, s, e); }
 Tensor Tensor::contiguous() const { return kiln::contiguous(*this); }
 Tensor Tensor::detach() const {
-  Tensor out = make_view(*this, sizes(), strides(), storage_offset());
-  return out;
+  // A traced tensor's alias is a node of its graph, so that it is materialised with it.
+  if (is_traced()) return kiln::view(*this, sizes());
+  return make_view(*this, sizes(), strides(), storage_offset());
 }
 
 // ---- conversions ----

@@ -2,6 +2,7 @@
 #include "runtime/ops/dispatch.h"
 
 #include "runtime/error.h"
+#include "runtime/tracing.h"
 
 namespace kiln {
 
@@ -144,6 +145,8 @@ bool can_cast(DType from, DType to) {
 
 std::vector<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const Attrs& attrs,
                              std::span<Tensor> out) {
+  if (Tracer* tracer = active_tracer()) [[unlikely]]
+    return tracer->record(op, inputs, attrs, out);
   const OpSchema& s = schema(op);
   std::vector<TensorMeta> metas = infer(s, inputs, attrs);
   KILN_ASSERT(static_cast<int>(metas.size()) == s.num_outputs, s.name, ": inference gave ",

@@ -1,0 +1,327 @@
+// CompiledFunction: the entry cache (guards → replay or re-trace), the graph cache
+// (structural hash + equality → executable), recompile limits, stats, logs and dumps.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+
+#include "frontend/compile.h"
+#include "frontend/executable.h"
+#include "frontend/guards.h"
+#include "frontend/trace.h"
+#include "ir/hash.h"
+#include "ir/printer.h"
+#include "passes/passes.h"
+#include "runtime/logs.h"
+#include "runtime/ops/dispatch.h"
+#include "runtime/tracing.h"
+
+namespace kiln {
+
+std::string_view mode_name(Mode m) {
+  switch (m) {
+  case Mode::default_: return "default";
+  case Mode::reduce_overhead: return "reduce_overhead";
+  case Mode::max_autotune: return "max_autotune";
+  }
+  return "?";
+}
+
+Mode parse_mode(std::string_view name) {
+  for (Mode m : {Mode::default_, Mode::reduce_overhead, Mode::max_autotune})
+    if (name == mode_name(m)) return m;
+  throw Error::without_location("unknown mode '" + std::string(name) +
+                                "'; expected default, reduce_overhead or max_autotune");
+}
+
+std::string GraphBreak::str() const {
+  return code + " at " + (location.empty() ? "<unknown location>" : location) + ": " + reason +
+         " (hint: " + hint + ")";
+}
+
+namespace {
+
+using frontend::Executable;
+using frontend::GuardSet;
+using frontend::TraceSession;
+
+/// The stage files of every compile in this process are numbered in one sequence.
+std::atomic<int> g_dump_counter{0};
+
+struct Entry {
+  GuardSet guards;
+  std::shared_ptr<TraceSession::Replay> replay; // null: the call breaks, so it is re-traced
+};
+
+struct CachedGraph {
+  std::unique_ptr<ir::Graph> traced; // the key (compared structurally)
+  std::shared_ptr<const Executable> executable;
+};
+
+std::vector<Tensor> tensor_args(std::span<const detail::CallArg> args) {
+  std::vector<Tensor> t;
+  for (const detail::CallArg& a : args)
+    if (a.is_tensor) t.push_back(a.tensor);
+  return t;
+}
+
+bool list_has(std::string_view list, std::string_view item) {
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    size_t end = list.find(',', pos);
+    std::string_view w = list.substr(pos, end == std::string_view::npos ? list.npos : end - pos);
+    if (w == item || w == "all" || w == "+all") return true;
+    if (end == std::string_view::npos) break;
+    pos = end + 1;
+  }
+  return false;
+}
+
+} // namespace
+
+struct CompiledFunction::State {
+  CompileOptions options;
+  nn::Module* module = nullptr;
+  std::mutex mu;
+  std::vector<Entry> entries;
+  std::map<uint64_t, std::vector<CachedGraph>> graphs;
+  CompileStats stats;
+  bool warned = false;
+
+  bool wants(std::string_view artifact) const {
+    return log_enabled(artifact) || list_has(options.logs, artifact);
+  }
+  std::string dump_dir() const {
+    if (!options.dump_dir.empty()) return options.dump_dir;
+    const char* env = std::getenv("KILN_DUMP_DIR");
+    return env != nullptr ? env : "";
+  }
+
+  void dump(int id, std::string_view stage, const ir::Graph& g) const {
+    std::string dir = dump_dir();
+    if (dir.empty()) return;
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    char name[32];
+    std::snprintf(name, sizeof name, "%03d-", id);
+    std::ofstream f(std::filesystem::path(dir) / (name + std::string(stage) + ".kir"));
+    KILN_CHECK(f.good(), "KILN_DUMP_DIR: can't write into ", dir);
+    f << ir::print(g);
+  }
+
+  std::shared_ptr<const Executable> compile_graph(const ir::Graph& traced) {
+    uint64_t h = ir::structural_hash(traced);
+    std::vector<CachedGraph>& bucket = graphs[h];
+    for (const CachedGraph& c : bucket)
+      if (ir::structurally_equal(*c.traced, traced)) {
+        ++stats.cache_hits;
+        return c.executable;
+      }
+    auto start = std::chrono::steady_clock::now();
+    int id = g_dump_counter.fetch_add(1);
+    if (wants("graph")) std::cerr << "[kiln graph] traced graph " << id << ":\n" << ir::print(traced);
+    dump(id, "traced", traced);
+    std::unique_ptr<ir::Graph> g = traced.clone();
+    std::vector<const ir::Value*> original(g->inputs().begin(), g->inputs().end());
+    if (options.backend != "eager") {
+      passes::PassContext ctx;
+      ctx.log_passes = wants("passes");
+      passes::default_pipeline().run(*g, ctx).value();
+    }
+    dump(id, "simplified", *g);
+    std::vector<size_t> input_map;
+    for (const ir::Value* in : g->inputs())
+      input_map.push_back(static_cast<size_t>(
+          std::find(original.begin(), original.end(), in) - original.begin()));
+    auto exe = std::make_shared<const Executable>(std::move(g), std::move(input_map));
+    bucket.push_back({traced.clone(), exe});
+    ++stats.compiles;
+    stats.compile_ms +=
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count();
+    return exe;
+  }
+
+  TraceSession::Options session_options(bool explain) const {
+    TraceSession::Options o;
+    o.fullgraph = options.fullgraph && !explain;
+    o.log_breaks = wants("graph_breaks");
+    o.keep_ir = explain;
+    o.record_locations = wants("graph") || !dump_dir().empty() || explain;
+    return o;
+  }
+
+  /// Runs the user's code under tracing; with `add_entry`, caches what the trace found.
+  std::vector<Tensor> trace(std::span<const detail::CallArg> args, const Body& body,
+                            bool add_entry) {
+    ++stats.traces;
+    TraceSession session(session_options(false),
+                         [this](const ir::Graph& g) { return compile_graph(g); }, module);
+    std::vector<Tensor> traced = session.begin(tensor_args(args));
+    std::vector<Tensor> results;
+    {
+      TracerScope scope(&session);
+      results = body(traced);
+    }
+    session.finish(results);
+    stats.graphs = static_cast<int64_t>(session.graphs().size());
+    stats.breaks = static_cast<int64_t>(session.breaks().size());
+    stats.ops = session.ops();
+    stats.kernels = session.kernels();
+    if (!add_entry) return results;
+    const TraceSession::Replay* replay = session.replay().get();
+    Entry e{GuardSet::build(args, module, replay, session.host_reads()), session.replay()};
+    if (wants("guards")) {
+      std::cerr << "[kiln guards] entry " << entries.size() << ":\n";
+      for (const std::string& line : e.guards.describe())
+        std::cerr << "  " << line << "\n";
+    }
+    entries.push_back(std::move(e));
+    return results;
+  }
+
+  std::vector<Tensor> replay(const TraceSession::Replay& r, std::span<const detail::CallArg> args) {
+    ++stats.replays;
+    std::vector<Tensor> targs = tensor_args(args);
+    std::vector<Tensor> inputs;
+    inputs.reserve(r.bindings.size());
+    for (const frontend::InputBinding& b : r.bindings) {
+      switch (b.kind) {
+      case frontend::InputBinding::Kind::argument: inputs.push_back(targs[b.argument]); break;
+      case frontend::InputBinding::Kind::captured: inputs.emplace_back(b.captured); break;
+      case frontend::InputBinding::Kind::constant: inputs.emplace_back(); break;
+      }
+    }
+    std::vector<Tensor> outs;
+    if (r.executable) {
+      outs = r.executable->run(inputs);
+      stats.kernels = r.executable->kernels();
+    } else {
+      for (size_t k : r.forwarded)
+        outs.push_back(inputs[k]);
+      stats.kernels = 0;
+    }
+    std::vector<Tensor> results;
+    results.reserve(r.result_outputs.size());
+    for (size_t k = 0; k < r.result_outputs.size(); ++k) {
+      if (r.result_outputs[k] >= 0) {
+        results.push_back(outs[static_cast<size_t>(r.result_outputs[k])]);
+      } else if (r.result_input[k] >= 0) {
+        Tensor v = inputs[static_cast<size_t>(r.result_input[k])];
+        for (const auto& [op, attrs] : r.result_steps[k])
+          v = dispatch1(op, std::span<const Tensor>(&v, 1), attrs);
+        results.push_back(std::move(v));
+      } else {
+        results.push_back(r.fixed[k]);
+      }
+    }
+    return results;
+  }
+
+  std::vector<Tensor> run_eagerly(std::span<const detail::CallArg> args, const Body& body) {
+    ++stats.eager_calls;
+    std::vector<Tensor> targs = tensor_args(args);
+    return body(targs);
+  }
+};
+
+CompiledFunction::CompiledFunction(CompileOptions options, nn::Module* module)
+    : state_(std::make_unique<State>()) {
+  KILN_CHECK(!options.dynamic,
+             "kiln::compile: dynamic=true (symbolic shapes) is not available yet; compile "
+             "once per shape with dynamic=false");
+  KILN_CHECK(options.backend == "kiln" || options.backend == "interpreter" ||
+                 options.backend == "eager",
+             "kiln::compile: unknown backend '", options.backend,
+             "'; expected kiln, interpreter or eager");
+  KILN_CHECK(options.recompile_limit >= 0, "kiln::compile: recompile_limit must be >= 0, got ",
+             options.recompile_limit);
+  state_->options = std::move(options);
+  state_->module = module;
+}
+
+CompiledFunction::~CompiledFunction() = default;
+CompiledFunction::CompiledFunction(CompiledFunction&&) noexcept = default;
+CompiledFunction& CompiledFunction::operator=(CompiledFunction&&) noexcept = default;
+
+std::vector<Tensor> CompiledFunction::call(std::span<const detail::CallArg> args,
+                                           const Body& body) {
+  // Called while another compiled function traces: its ops belong to that trace.
+  if (active_tracer() != nullptr) return body(tensor_args(args));
+  State& s = *state_;
+  std::lock_guard lock(s.mu);
+  ++s.stats.calls;
+  for (Entry& e : s.entries) {
+    if (e.guards.check(args, s.module)) continue;
+    if (e.replay) return s.replay(*e.replay, args);
+    return s.trace(args, body, /*add_entry=*/false);
+  }
+  if (!s.entries.empty()) {
+    std::string why = *s.entries.back().guards.check(args, s.module);
+    if (s.stats.recompiles >= s.options.recompile_limit) {
+      KILN_CHECK(!s.options.fail_on_recompile, "kiln::compile: recompile limit (",
+                 s.options.recompile_limit, ") reached and fail_on_recompile is set; the guard "
+                 "that failed: ", why);
+      if (!s.warned) {
+        std::cerr << "kiln: warning: a compiled function reached its recompile limit ("
+                  << s.options.recompile_limit << "); calls that match no compiled entry now "
+                  << "run eagerly. The guard that kept failing: " << why << "\n";
+        s.warned = true;
+      }
+      return s.run_eagerly(args, body);
+    }
+    ++s.stats.recompiles;
+    s.stats.recompile_reasons.push_back(why);
+    if (s.wants("recompiles")) std::cerr << "[kiln recompiles] " << why << "\n";
+  }
+  return s.trace(args, body, /*add_entry=*/true);
+}
+
+ExplainReport CompiledFunction::explain(std::span<const detail::CallArg> args,
+                                        const Body& body) const {
+  State& s = *state_;
+  // A scratch graph cache: explaining compiles what it traces but leaves the function's own
+  // cache and stats as they were.
+  State scratch;
+  scratch.options = s.options;
+  scratch.module = s.module;
+  TraceSession session(scratch.session_options(true),
+                       [&scratch](const ir::Graph& g) { return scratch.compile_graph(g); },
+                       s.module);
+  std::vector<Tensor> traced = session.begin(tensor_args(args));
+  std::vector<Tensor> results;
+  {
+    TracerScope scope(&session);
+    results = body(traced);
+  }
+  session.finish(results);
+  ExplainReport rep;
+  for (const TraceSession::GraphInfo& g : session.graphs())
+    rep.graphs.push_back({g.ops, g.inputs, g.outputs, g.ir});
+  rep.breaks = session.breaks();
+  rep.guards = GuardSet::build(args, s.module, session.replay().get(), session.host_reads())
+                   .describe();
+  return rep;
+}
+
+CompileStats CompiledFunction::stats() const {
+  std::lock_guard lock(state_->mu);
+  return state_->stats;
+}
+
+const CompileOptions& CompiledFunction::options() const { return state_->options; }
+
+void CompiledFunction::reset() {
+  std::lock_guard lock(state_->mu);
+  state_->entries.clear();
+  state_->graphs.clear();
+  state_->stats = {};
+  state_->warned = false;
+}
+
+} // namespace kiln

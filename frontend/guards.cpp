@@ -1,0 +1,184 @@
+// Guard construction and checking. Checks run in the order of describe(): grad mode, module
+// mode, module tensor identity, arguments, captured tensors, host-read versions.
+#include "frontend/guards.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "runtime/error.h"
+#include "runtime/grad_mode.h"
+#include "runtime/shape.h"
+
+namespace kiln::frontend {
+namespace {
+
+std::string scalar_str(const Scalar& s) {
+  if (s.is_bool()) return s.to_int() ? "true" : "false";
+  if (s.is_integral()) return std::to_string(s.to_int());
+  std::ostringstream os;
+  os.precision(17);
+  os << s.to_double();
+  return os.str();
+}
+
+bool same_scalar(const Scalar& a, const Scalar& b) {
+  if (a.kind() != b.kind()) return false;
+  if (a.is_floating()) {
+    double x = a.to_double(), y = b.to_double();
+    return std::memcmp(&x, &y, sizeof x) == 0;
+  }
+  return a.to_int() == b.to_int();
+}
+
+const char* kind_str(const Scalar& s) {
+  return s.is_bool() ? "bool" : s.is_integral() ? "int" : "float";
+}
+
+template <typename Fn> void each_module_tensor(const nn::Module& m, Fn&& fn) {
+  for (auto& [name, p] : m.named_parameters())
+    fn(name, p.impl_ptr().get());
+  for (auto& [name, b] : m.named_buffers())
+    fn(name, b.impl_ptr().get());
+}
+
+} // namespace
+
+GuardSet::TensorMetaGuard GuardSet::meta_of(const TensorImpl& t) {
+  return {t.dtype, t.sizes, t.strides, t.device, t.requires_grad};
+}
+
+std::optional<std::string> GuardSet::compare(const TensorMetaGuard& want, const TensorImpl& got) {
+  if (want.dtype != got.dtype)
+    return detail::str("dtype ", want.dtype, " became ", got.dtype);
+  if (want.sizes != got.sizes)
+    return detail::str("sizes ", shape_str(want.sizes), " became ", shape_str(got.sizes));
+  if (want.strides != got.strides)
+    return detail::str("strides ", shape_str(want.strides), " became ", shape_str(got.strides));
+  if (want.device != got.device)
+    return detail::str("device ", want.device, " became ", got.device);
+  if (want.requires_grad != got.requires_grad)
+    return detail::str("requires_grad ", want.requires_grad ? "true" : "false", " became ",
+                       got.requires_grad ? "true" : "false");
+  return std::nullopt;
+}
+
+GuardSet GuardSet::build(std::span<const detail::CallArg> args, const nn::Module* module,
+                         const TraceSession::Replay* replay,
+                         std::span<const HostReadGuard> host_reads) {
+  GuardSet g;
+  g.grad_enabled_ = is_grad_enabled();
+  if (module != nullptr) {
+    g.has_module_ = true;
+    for (auto& [name, m] : module->named_modules())
+      g.training_.emplace_back(name.empty() ? "<root>" : name, m->is_training());
+    each_module_tensor(*module, [&](const std::string& name, const TensorImpl* t) {
+      g.module_tensors_.emplace_back(name, t);
+    });
+  }
+  for (const detail::CallArg& a : args) {
+    ArgGuard ag;
+    ag.is_tensor = a.is_tensor;
+    if (a.is_tensor)
+      ag.meta = meta_of(a.tensor.impl());
+    else
+      ag.scalar = a.scalar;
+    g.args_.push_back(std::move(ag));
+  }
+  if (replay != nullptr) {
+    for (const InputBinding& b : replay->bindings)
+      if (b.kind == InputBinding::Kind::captured)
+        g.captured_.push_back({b.captured, b.name, meta_of(*b.captured)});
+    g.versions_.assign(host_reads.begin(), host_reads.end());
+  }
+  return g;
+}
+
+std::optional<std::string> GuardSet::check(std::span<const detail::CallArg> args,
+                                           const nn::Module* module) const {
+  if (is_grad_enabled() != grad_enabled_)
+    return detail::str("grad mode: ", grad_enabled_ ? "enabled" : "disabled", " became ",
+                       grad_enabled_ ? "disabled" : "enabled");
+  if (has_module_) {
+    size_t k = 0;
+    for (auto& [name, m] : module->named_modules()) {
+      if (k >= training_.size()) return std::string("module structure: a submodule was added");
+      if (m->is_training() != training_[k].second)
+        return detail::str("module mode: ", training_[k].first, " was ",
+                           training_[k].second ? "train" : "eval", ", now ",
+                           m->is_training() ? "train" : "eval");
+      ++k;
+    }
+    if (k != training_.size()) return std::string("module structure: a submodule was removed");
+    size_t t = 0;
+    std::optional<std::string> changed;
+    each_module_tensor(*module, [&](const std::string& name, const TensorImpl* p) {
+      if (changed) return;
+      if (t >= module_tensors_.size() || module_tensors_[t].second != p)
+        changed = detail::str("module tensor identity: ", name,
+                              " is another tensor than when traced (re-assigned)");
+      ++t;
+    });
+    if (changed) return changed;
+    if (t != module_tensors_.size())
+      return std::string("module tensor identity: parameters or buffers were removed");
+  }
+  if (args.size() != args_.size())
+    return detail::str("argument count: ", args_.size(), " became ", args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const ArgGuard& want = args_[i];
+    const detail::CallArg& got = args[i];
+    if (want.is_tensor != got.is_tensor)
+      return detail::str("argument ", i, ": a ", want.is_tensor ? "tensor" : "scalar",
+                         " became a ", got.is_tensor ? "tensor" : "scalar");
+    if (want.is_tensor) {
+      if (!got.tensor.defined()) return detail::str("tensor argument ", i, ": undefined");
+      if (auto why = compare(want.meta, got.tensor.impl()))
+        return detail::str("tensor argument ", i, ": ", *why);
+    } else if (!same_scalar(want.scalar, got.scalar)) {
+      return detail::str("scalar argument ", i, ": ", kind_str(want.scalar), " ",
+                         scalar_str(want.scalar), " became ", kind_str(got.scalar), " ",
+                         scalar_str(got.scalar));
+    }
+  }
+  for (const CapturedGuard& c : captured_)
+    if (auto why = compare(c.meta, *c.tensor))
+      return detail::str("captured tensor ", c.name.empty() ? "<unnamed>" : c.name, ": ", *why);
+  for (const HostReadGuard& v : versions_) {
+    uint64_t now = v.tensor->storage ? v.tensor->storage->version() : 0;
+    if (now != v.version)
+      return detail::str("tensor version: ", v.name.empty() ? "a captured tensor" : v.name,
+                         " read on the host while tracing was modified in place (version ",
+                         v.version, " became ", now, ")");
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> GuardSet::describe() const {
+  std::vector<std::string> out;
+  out.push_back(detail::str("grad mode is ", grad_enabled_ ? "enabled" : "disabled"));
+  for (auto& [name, training] : training_)
+    out.push_back(detail::str("module ", name, " is in ", training ? "train" : "eval", " mode"));
+  if (has_module_)
+    out.push_back(detail::str("module parameters and buffers are the same ",
+                              module_tensors_.size(), " tensors (identity)"));
+  for (size_t i = 0; i < args_.size(); ++i) {
+    const ArgGuard& a = args_[i];
+    if (a.is_tensor)
+      out.push_back(detail::str("tensor argument ", i, ": ", a.meta.dtype, " sizes ",
+                                shape_str(a.meta.sizes), " strides ", shape_str(a.meta.strides),
+                                " on ", a.meta.device,
+                                a.meta.requires_grad ? ", requires_grad" : ""));
+    else
+      out.push_back(detail::str("scalar argument ", i, " == ", kind_str(a.scalar), " ",
+                                scalar_str(a.scalar)));
+  }
+  for (const CapturedGuard& c : captured_)
+    out.push_back(detail::str("captured tensor ", c.name.empty() ? "<unnamed>" : c.name, ": ",
+                              c.meta.dtype, " sizes ", shape_str(c.meta.sizes)));
+  for (const HostReadGuard& v : versions_)
+    out.push_back(detail::str("tensor ", v.name.empty() ? "<unnamed>" : v.name,
+                              " (read on the host) is at version ", v.version));
+  return out;
+}
+
+} // namespace kiln::frontend

@@ -1,0 +1,450 @@
+// TraceSession: recording ops, functionalising in-place writes, and cutting at breaks.
+//
+// Every tensor the traced code sees has an origin: a Base (the functional "storage": its
+// current value in the pending graph, and for a graph input, the input its writes go to) and
+// the view steps that lead from the base to the tensor. Reading a tensor re-derives its value
+// from its base when the base was written since; writing a tensor replaces the base's value
+// (a whole-base write) or scatters the written elements into it (a write through a view).
+#include "frontend/trace.h"
+
+#include <iostream>
+
+#include "ir/printer.h"
+#include "runtime/call_site.h"
+#include "runtime/error.h"
+#include "runtime/ops/dispatch.h"
+#include "runtime/shape.h"
+
+namespace kiln::frontend {
+
+using Steps = std::vector<std::pair<Op, Attrs>>;
+
+struct TraceSession::Base {
+  ir::Value* value = nullptr; // current value in the pending graph
+  uint64_t version = 0;       // writes recorded so far
+  ir::Value* input = nullptr; // the graph input it stands for (null for a node result)
+  size_t input_index = 0;
+  Tensor bound; // the concrete tensor bound to `input`
+};
+
+struct TraceSession::Handle final : TraceHandle {
+  TraceSession* session = nullptr;
+  int64_t segment = 0;
+  std::shared_ptr<Base> base;
+  Steps steps;
+  ir::Value* value = nullptr;
+  uint64_t seen = 0; // base->version when value was derived
+};
+
+struct TraceSession::Segment {
+  explicit Segment(int64_t i) : id(i), graph(std::make_unique<ir::Graph>("graph" + std::to_string(i))) {}
+  int64_t id;
+  std::unique_ptr<ir::Graph> graph;
+  std::vector<InputBinding> bindings; // per graph input
+  std::vector<Tensor> bound;          // per graph input (undefined for constants)
+  std::vector<std::weak_ptr<TensorImpl>> traced;
+  std::unordered_map<const TensorImpl*, std::shared_ptr<Base>> captured;
+  std::vector<std::shared_ptr<Base>> writable; // bases that are graph inputs
+  int64_t nodes = 0;
+};
+
+namespace {
+
+constexpr BreakCode kCodes[] = {
+    {"KB001", "item", "Tensor::item() reads a tensor's value on the host",
+     "keep the value a 0-d tensor and use tensor ops (kiln::where, clamp, maximum) instead of "
+     "host arithmetic, or read it outside the compiled function"},
+    {"KB002", "to_vector", "Tensor::to_vector() copies a tensor's data to the host",
+     "return the tensor from the compiled function and read it outside"},
+    {"KB003", "condition",
+     "a tensor used as a condition (if (t), while, a ? b : c) needs its value on the host",
+     "compute both branches and select with kiln::where(cond, a, b), or decide outside the "
+     "compiled function"},
+    {"KB004", "print", "printing a tensor (operator<<) needs its data",
+     "print outside the compiled function, or set KILN_LOGS=graph to see the traced graph"},
+    {"KB005", "data_pointer", "data_ptr()/raw_data() hands a tensor's memory to host code",
+     "express the computation with tensor ops, or put the host code in kiln::eager_region"},
+    {"KB006", "nonzero", "nonzero's output shape depends on the data",
+     "keep shapes fixed: use the mask itself with kiln::where or masked_fill instead of "
+     "selecting indices"},
+    {"KB007", "masked_select",
+     "boolean-mask selection (masked_select) has an output shape that depends on the data",
+     "keep the shape: kiln::where(mask, x, 0) or masked_fill, then reduce"},
+    {"KB008", "graph_break", "kiln::graph_break() was called",
+     "remove the call to capture one graph"},
+    {"KB009", "eager_region", "kiln::eager_region(...) runs its block eagerly",
+     "move the block out of the compiled function, or express it with tensor ops"},
+};
+
+bool has_internal_overlap(const Tensor& t) {
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.strides()[static_cast<size_t>(d)] == 0 && t.sizes()[static_cast<size_t>(d)] > 1)
+      return true;
+  return false;
+}
+
+void materialize(TensorImpl& impl, const Tensor& r) {
+  const TensorImpl& src = r.impl();
+  KILN_ASSERT(src.sizes == impl.sizes && src.dtype == impl.dtype, "materialised ",
+              shape_str(src.sizes), " ", src.dtype, " into a traced ", shape_str(impl.sizes), " ",
+              impl.dtype);
+  impl.storage = src.storage;
+  impl.strides = src.strides;
+  impl.offset = src.offset;
+  impl.trace = nullptr;
+}
+
+} // namespace
+
+const BreakCode& break_code(HostRead why) { return kCodes[static_cast<size_t>(why)]; }
+
+TraceSession::TraceSession(Options options, CompileGraphFn compile, nn::Module* module)
+    : options_(options), compile_(std::move(compile)) {
+  if (module != nullptr) {
+    for (auto& [name, p] : module->named_parameters())
+      names_[p.impl_ptr().get()] = name;
+    for (auto& [name, b] : module->named_buffers())
+      names_[b.impl_ptr().get()] = name;
+  }
+}
+
+TraceSession::~TraceSession() = default;
+
+TraceSession::Segment& TraceSession::segment() {
+  if (!seg_) seg_ = std::make_unique<Segment>(next_segment_++);
+  return *seg_;
+}
+
+Tensor TraceSession::make_traced(ir::Value* v, std::shared_ptr<Base> base, Steps steps) {
+  auto impl = std::make_shared<TensorImpl>();
+  const ir::Type& t = v->type();
+  impl->sizes = t.sizes();
+  impl->strides = t.full_strides();
+  impl->dtype = t.dtype();
+  impl->device = t.device();
+  auto h = std::make_shared<Handle>();
+  h->session = this;
+  h->segment = segment().id;
+  h->seen = base->version;
+  h->base = std::move(base);
+  h->steps = std::move(steps);
+  h->value = v;
+  impl->trace = std::move(h);
+  segment().traced.push_back(impl);
+  return Tensor(std::move(impl));
+}
+
+std::vector<Tensor> TraceSession::begin(std::span<const Tensor> args) {
+  Segment& s = segment();
+  num_args_ = args.size();
+  std::vector<Tensor> traced;
+  for (size_t k = 0; k < args.size(); ++k) {
+    const Tensor& a = args[k];
+    KILN_CHECK(a.defined(), "kiln::compile: tensor argument ", k, " is undefined");
+    KILN_CHECK(!a.is_traced(), "kiln::compile: tensor argument ", k,
+               " is a traced tensor from another compiled call");
+    ir::Value* in = s.graph->add_input(ir::Type::from_meta(TensorMeta::of(a)), ir::InputKind::user,
+                                       "arg" + std::to_string(k));
+    s.bindings.push_back({InputBinding::Kind::argument, k, nullptr, in->name()});
+    s.bound.push_back(a);
+    auto base = std::make_shared<Base>(Base{in, 0, in, s.bound.size() - 1, a});
+    s.writable.push_back(base);
+    Tensor t = make_traced(in, base, {});
+    t.impl().requires_grad = a.requires_grad();
+    traced.push_back(std::move(t));
+  }
+  return traced;
+}
+
+std::shared_ptr<TraceSession::Base> TraceSession::capture(const Tensor& t) {
+  Segment& s = segment();
+  const TensorImpl* key = t.impl_ptr().get();
+  if (auto it = s.captured.find(key); it != s.captured.end()) return it->second;
+  auto name = names_.find(key);
+  ir::Value* in = s.graph->add_input(ir::Type::from_meta(TensorMeta::of(t)),
+                                     ir::InputKind::parameter,
+                                     name != names_.end() ? name->second : "");
+  s.bindings.push_back({InputBinding::Kind::captured, 0, t.impl_ptr(), in->name()});
+  s.bound.push_back(t);
+  auto base = std::make_shared<Base>(Base{in, 0, in, s.bound.size() - 1, t});
+  s.captured.emplace(key, base);
+  s.writable.push_back(base);
+  return base;
+}
+
+ir::Value* TraceSession::current(Handle& h) {
+  if (h.seen == h.base->version) return h.value;
+  ir::Value* v = h.base->value;
+  for (const auto& [op, attrs] : h.steps)
+    v = emit(op, {v}, attrs);
+  h.value = v;
+  h.seen = h.base->version;
+  return v;
+}
+
+ir::Value* TraceSession::value_of(const Tensor& t) {
+  const TensorImpl& impl = t.impl();
+  if (impl.trace != nullptr) {
+    auto* h = dynamic_cast<Handle*>(impl.trace.get());
+    KILN_CHECK(h != nullptr && h->session == this && h->segment == segment().id,
+               "kiln::compile: a traced tensor from another compiled call (or kept from an "
+               "earlier one) was used; return tensors from the compiled function instead");
+    return current(*h);
+  }
+  if (impl.wrapped_number) {
+    Segment& s = segment();
+    TracerScope untraced(nullptr); // the constant's copy is made eagerly
+    ir::Value* c = s.graph->add_constant(t, /*wrapped_number=*/true);
+    s.bindings.push_back({InputBinding::Kind::constant, 0, nullptr, ""});
+    s.bound.emplace_back();
+    return c;
+  }
+  return capture(t)->value;
+}
+
+std::shared_ptr<TraceSession::Base> TraceSession::origin(const Tensor& t, Steps* steps) {
+  const TensorImpl& impl = t.impl();
+  if (impl.trace != nullptr) {
+    value_of(t); // checks the handle
+    auto* h = static_cast<Handle*>(impl.trace.get());
+    if (steps) *steps = h->steps;
+    return h->base;
+  }
+  KILN_CHECK(!impl.wrapped_number, "kiln::compile: a scalar operand can't be written in place");
+  if (steps) steps->clear();
+  return capture(t);
+}
+
+ir::Value* TraceSession::emit(Op op, std::vector<ir::Value*> inputs, Attrs attrs) {
+  const OpSchema& s = schema(op);
+  std::vector<TensorMeta> metas;
+  metas.reserve(inputs.size());
+  for (const ir::Value* v : inputs)
+    metas.push_back(v->type().to_meta());
+  std::vector<TensorMeta> results = s.infer(metas, attrs);
+  std::vector<ir::Type> types;
+  types.reserve(results.size());
+  for (const TensorMeta& m : results)
+    types.push_back(ir::Type::from_meta(m));
+  Segment& seg = segment();
+  ir::Node* n = seg.graph->create_node(op, std::move(inputs), std::move(attrs), types);
+  if (options_.record_locations) n->set_location(user_call_site());
+  ++seg.nodes;
+  ++ops_;
+  return n->output(0);
+}
+
+std::vector<Tensor> TraceSession::record(Op op, std::span<const Tensor> inputs, const Attrs& attrs,
+                                         std::span<Tensor> out) {
+  const OpSchema& s = schema(op);
+  KILN_CHECK(s.num_inputs < 0 ? !inputs.empty() : static_cast<int>(inputs.size()) == s.num_inputs,
+             s.name, ": expected ",
+             s.num_inputs < 0 ? std::string("at least 1") : std::to_string(s.num_inputs),
+             " tensor inputs, got ", inputs.size());
+  KILN_ASSERT(attrs.size() == s.attrs.size(), s.name, ": expected ", s.attrs.size(),
+              " attributes, got ", attrs.size());
+  KILN_ASSERT(s.num_outputs == 1, s.name, ": multi-result ops are not traced yet");
+  std::vector<ir::Value*> values;
+  values.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    KILN_CHECK(t.defined(), s.name, ": an input tensor is undefined");
+    values.push_back(value_of(t));
+  }
+  ir::Value* in0 = values.empty() ? nullptr : values[0];
+  ir::Value* r = emit(op, std::move(values), attrs);
+  if (!out.empty()) {
+    KILN_ASSERT(out.size() == 1, "out= count mismatch");
+    write(op, out[0], r);
+    return {out[0]};
+  }
+  if (s.kind == OpKind::view) {
+    Steps steps;
+    std::shared_ptr<Base> base = origin(inputs[0], &steps);
+    if (r->type() != in0->type()) steps.emplace_back(op, attrs); // identity views add no step
+    return {make_traced(r, std::move(base), std::move(steps))};
+  }
+  return {make_traced(r, std::make_shared<Base>(Base{r, 0, nullptr, 0, Tensor()}), {})};
+}
+
+void TraceSession::write(Op op, Tensor& self, ir::Value* r) {
+  const OpSchema& s = schema(op);
+  const ir::Type& rt = r->type();
+  KILN_CHECK(self.sizes() == rt.sizes(), s.name, ": output with shape ", shape_str(self.sizes()),
+             " doesn't match the broadcast shape ", shape_str(rt.sizes()));
+  KILN_CHECK(op == Op::full || !has_internal_overlap(self), s.name,
+             ": unsupported operation: more than one element of the written-to tensor (shape ",
+             shape_str(self.sizes()), ", strides ", shape_str(self.strides()),
+             ") refers to a single memory location; clone() it first");
+  KILN_CHECK(op == Op::copy || can_cast(rt.dtype(), self.dtype()), s.name, ": result type ",
+             rt.dtype(), " can't be cast to the desired output type ", self.dtype());
+  if (rt.dtype() != self.dtype()) r = emit(Op::cast, {r}, Attrs{self.dtype()});
+  Steps steps;
+  std::shared_ptr<Base> base = origin(self, &steps);
+  base->value = steps.empty() ? r : merge(*base, steps, r);
+  ++base->version;
+  if (auto* h = dynamic_cast<Handle*>(self.impl().trace.get())) {
+    h->value = r;
+    h->seen = base->version;
+  }
+}
+
+ir::Value* TraceSession::merge(Base& base, const Steps& steps, ir::Value* r) {
+  // The flat index of each element of the view, by the same view steps applied to an iota of
+  // the base; then one scatter puts r's elements at those places.
+  const ir::Type bt = base.value->type();
+  const int64_t n = bt.numel();
+  const int64_t m = r->type().numel();
+  ir::Value* idx = emit(Op::arange, {}, Attrs{Scalar(0), Scalar(n), Scalar(1), DType::i64});
+  idx = emit(Op::view, {idx}, Attrs{bt.sizes()});
+  for (const auto& [op, attrs] : steps)
+    idx = emit(op, {idx}, attrs);
+  idx = emit(Op::view, {emit(Op::copy, {idx}, {})}, Attrs{Shape{m}});
+  ir::Value* src = emit(Op::view, {emit(Op::copy, {r}, {})}, Attrs{Shape{m}});
+  ir::Value* flat = bt.is_contiguous() ? base.value : emit(Op::copy, {base.value}, {});
+  flat = emit(Op::view, {flat}, Attrs{Shape{n}});
+  ir::Value* merged = emit(Op::scatter, {flat, idx, src}, Attrs{int64_t{0}});
+  return emit(Op::view, {merged}, Attrs{bt.sizes()});
+}
+
+bool TraceSession::pending(const TensorImpl& impl) {
+  if (!seg_) return false;
+  for (const auto& b : seg_->writable)
+    if (b->version > 0 && b->bound.impl().storage != nullptr &&
+        b->bound.impl().storage == impl.storage)
+      return true;
+  return false;
+}
+
+void TraceSession::host_read(const Tensor* t, HostRead why) {
+  bool must_break = why == HostRead::explicit_break || why == HostRead::eager_region;
+  std::string what;
+  if (t != nullptr && t->defined()) {
+    const TensorImpl& impl = t->impl();
+    if (impl.is_traced() || pending(impl)) {
+      must_break = true;
+      what = " (a " + ir::Type::from_meta(TensorMeta::of(*t)).str() + " tensor)";
+    } else if (!impl.wrapped_number && impl.storage != nullptr) {
+      // The trace now depends on this tensor's data: replays must check it is unchanged.
+      auto name = names_.find(&impl);
+      host_reads_.push_back(
+          {t->impl_ptr(), t->version(), name != names_.end() ? name->second : std::string()});
+    }
+  }
+  if (!must_break) return;
+  const BreakCode& c = break_code(why);
+  GraphBreak b{std::string(c.code), std::string(c.reason) + what, user_call_site(),
+               std::string(c.hint), static_cast<int64_t>(graphs_.size())};
+  if (options_.log_breaks) std::cerr << "[kiln graph_breaks] " << b.str() << "\n";
+  if (options_.fullgraph)
+    throw Error("graph break in a fullgraph compile: " + b.str() +
+                "; see docs/graph-breaks.md#" + std::string(c.code));
+  breaks_.push_back(std::move(b));
+  cut(nullptr);
+}
+
+void TraceSession::cut(std::vector<Tensor>* results) {
+  TracerScope untraced(nullptr); // compiling (constant folding) and running are eager
+  Segment& s = segment();
+  ir::Graph& g = *s.graph;
+  // How each tensor that outlives the graph becomes concrete: as a graph output; as a view
+  // of a written input taken after the writes (so it aliases the input, as in eager code);
+  // or, for a concrete tensor, as it is.
+  struct Plan {
+    std::shared_ptr<TensorImpl> impl;
+    int64_t output = -1;
+    std::shared_ptr<Base> alias; // the written input base
+    Steps steps;
+  };
+  std::unordered_map<ir::Value*, int64_t> out_index;
+  auto plan = [&](const std::shared_ptr<TensorImpl>& impl) {
+    Plan p{impl, -1, nullptr, {}};
+    auto* h = impl->trace ? dynamic_cast<Handle*>(impl->trace.get()) : nullptr;
+    if (h == nullptr || h->session != this || h->segment != s.id) return p;
+    if (h->base->input != nullptr && h->base->version > 0) {
+      p.alias = h->base;
+      p.steps = h->steps;
+      return p;
+    }
+    ir::Value* v = current(*h);
+    auto [it, fresh] = out_index.try_emplace(v, static_cast<int64_t>(g.num_outputs()));
+    if (fresh) g.add_output(v);
+    p.output = it->second;
+    return p;
+  };
+  std::vector<Plan> result_plans, plans;
+  if (results != nullptr)
+    for (const Tensor& r : *results) {
+      KILN_CHECK(r.defined(), "kiln::compile: the compiled function returned an undefined tensor");
+      result_plans.push_back(plan(r.impl_ptr()));
+    }
+  for (const auto& w : s.traced)
+    if (auto impl = w.lock()) plans.push_back(plan(impl));
+  for (const auto& b : s.writable) {
+    if (b->version == 0) continue;
+    for (size_t i = 0; i < s.bound.size(); ++i) {
+      if (i == b->input_index || !s.bound[i].defined()) continue;
+      KILN_CHECK(s.bound[i].impl().storage != b->bound.impl().storage,
+                 "kiln::compile: the compiled code writes in place to a tensor of shape ",
+                 shape_str(b->bound.sizes()),
+                 " that shares memory with another tensor it reads (shape ",
+                 shape_str(s.bound[i].sizes()), "); clone() one of them first");
+    }
+    g.add_write(b->input, b->value);
+  }
+
+  std::shared_ptr<const Executable> exe;
+  std::vector<Tensor> outs;
+  if (s.nodes > 0 || !g.writes().empty()) {
+    GraphInfo info{s.nodes, static_cast<int64_t>(g.num_inputs()),
+                   static_cast<int64_t>(g.num_outputs()), {}};
+    if (options_.keep_ir) info.ir = ir::print(g);
+    exe = compile_(g);
+    graphs_.push_back(std::move(info));
+    outs = exe->run(s.bound);
+    kernels_ += exe->kernels();
+  } else {
+    for (ir::Value* v : g.outputs()) // a graph without nodes only forwards its inputs
+      outs.push_back(s.bound[v->index()]);
+  }
+  {
+    for (std::vector<Plan>* ps : {&result_plans, &plans})
+      for (Plan& p : *ps) {
+        if (p.output >= 0) {
+          materialize(*p.impl, outs[static_cast<size_t>(p.output)]);
+        } else if (p.alias) {
+          Tensor v = p.alias->bound;
+          for (const auto& [op, attrs] : p.steps)
+            v = dispatch1(op, std::span<const Tensor>(&v, 1), attrs);
+          materialize(*p.impl, v);
+        }
+      }
+  }
+  if (results != nullptr && breaks_.empty()) {
+    auto r = std::make_shared<Replay>();
+    r->executable = exe;
+    r->bindings = s.bindings;
+    for (size_t k = 0; k < result_plans.size(); ++k) {
+      const Plan& p = result_plans[k];
+      r->result_outputs.push_back(p.output);
+      r->fixed.push_back(p.output < 0 && !p.alias ? (*results)[k] : Tensor());
+      r->result_input.push_back(p.alias ? static_cast<int64_t>(p.alias->input_index) : -1);
+      r->result_steps.push_back(p.steps);
+    }
+    if (!exe) r->forwarded.assign(g.outputs().size(), 0);
+    for (size_t k = 0; !exe && k < g.num_outputs(); ++k)
+      r->forwarded[k] = g.output(k)->index();
+    replay_ = std::move(r);
+  }
+  seg_.reset();
+}
+
+void TraceSession::finish(std::vector<Tensor>& results) {
+  segment();
+  cut(&results);
+}
+
+} // namespace kiln::frontend
+
+namespace kiln {
+std::span<const BreakCode> break_codes() { return frontend::kCodes; }
+} // namespace kiln

@@ -1,0 +1,127 @@
+// TraceSession: one traced call of a compiled function. It is the runtime's Tracer while the
+// user's code runs: each dispatched op appends a node to the pending graph, in-place ops are
+// functionalised (a new value plus, for graph inputs, a write at the graph's end), and a host
+// read of pending data cuts the graph, runs it, and makes the live traced tensors concrete.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "frontend/compile.h"
+#include "frontend/executable.h"
+#include "ir/graph.h"
+#include "runtime/tracing.h"
+
+namespace kiln::frontend {
+
+/// Where a graph input's tensor comes from when the graph runs again.
+struct InputBinding {
+  enum class Kind : uint8_t { argument, captured, constant };
+  Kind kind = Kind::argument;
+  size_t argument = 0;                  // index among the call's tensor arguments
+  std::shared_ptr<TensorImpl> captured; // a tensor the code touched (held while cached)
+  std::string name;                     // "fc1.weight" when known
+};
+
+/// A concrete tensor whose value the traced code read on the host: replaying is valid only
+/// while its version is unchanged.
+struct HostReadGuard {
+  std::shared_ptr<TensorImpl> tensor;
+  uint64_t version = 0;
+  std::string name;
+};
+
+/// Compiles (or finds) the executable of a traced graph; supplied by CompiledFunction.
+using CompileGraphFn = std::function<std::shared_ptr<const Executable>(const ir::Graph& traced)>;
+
+class TraceSession final : public Tracer {
+public:
+  struct Options {
+    bool fullgraph = false;
+    bool log_breaks = false;
+    bool keep_ir = false;         // keep each graph's text (explain)
+    bool record_locations = false; // give nodes the user's file:line (logs and dumps)
+  };
+
+  TraceSession(Options options, CompileGraphFn compile, nn::Module* module);
+  ~TraceSession() override;
+
+  /// Starts the trace: the traced stand-ins for the call's tensor arguments.
+  std::vector<Tensor> begin(std::span<const Tensor> args);
+  /// Ends it: runs the last graph with `results` among its outputs; results become concrete.
+  void finish(std::vector<Tensor>& results);
+
+  // Tracer
+  std::vector<Tensor> record(Op op, std::span<const Tensor> inputs, const Attrs& attrs,
+                             std::span<Tensor> out) override;
+  void host_read(const Tensor* t, HostRead why) override;
+
+  // What the trace found (valid after finish).
+  const std::vector<GraphBreak>& breaks() const { return breaks_; }
+  struct GraphInfo {
+    int64_t ops = 0, inputs = 0, outputs = 0;
+    std::string ir;
+  };
+  const std::vector<GraphInfo>& graphs() const { return graphs_; }
+  int64_t ops() const { return ops_; }
+  int64_t kernels() const { return kernels_; }
+  const std::vector<HostReadGuard>& host_reads() const { return host_reads_; }
+
+  /// For a call without breaks: everything needed to run it again without the user's code.
+  struct Replay {
+    std::shared_ptr<const Executable> executable;
+    std::vector<InputBinding> bindings;
+    /// Per result: the graph output it is, or -1 with `fixed[k]` the tensor it always is.
+    std::vector<int64_t> result_outputs;
+    std::vector<Tensor> fixed;
+    /// Per result: when >= 0, the result is a view (steps) of that graph input, taken after
+    /// the writes (a tensor the graph wrote in place, returned as eager code returns it).
+    std::vector<int64_t> result_input;
+    std::vector<std::vector<std::pair<Op, Attrs>>> result_steps;
+    /// Without an executable (a graph with no nodes): the input each output forwards.
+    std::vector<size_t> forwarded;
+  };
+  /// Set by finish when the call had no breaks.
+  const std::shared_ptr<Replay>& replay() const { return replay_; }
+
+  struct Base;
+  struct Handle;
+
+private:
+  struct Segment;
+  Segment& segment();
+  ir::Value* value_of(const Tensor& t);
+  ir::Value* current(Handle& h);
+  std::shared_ptr<Base> origin(const Tensor& t, std::vector<std::pair<Op, Attrs>>* steps);
+  std::shared_ptr<Base> capture(const Tensor& t);
+  Tensor make_traced(ir::Value* v, std::shared_ptr<Base> base,
+                     std::vector<std::pair<Op, Attrs>> steps);
+  void write(Op op, Tensor& self, ir::Value* result);
+  ir::Value* merge(Base& base, const std::vector<std::pair<Op, Attrs>>& steps, ir::Value* r);
+  ir::Value* emit(Op op, std::vector<ir::Value*> inputs, Attrs attrs);
+  /// Runs the pending graph; `results` (may be null) are among its outputs.
+  void cut(std::vector<Tensor>* results);
+  bool pending(const TensorImpl& impl);
+
+  Options options_;
+  CompileGraphFn compile_;
+  std::unordered_map<const TensorImpl*, std::string> names_;
+  std::unique_ptr<Segment> seg_;
+  int64_t next_segment_ = 0;
+  std::vector<GraphBreak> breaks_;
+  std::vector<GraphInfo> graphs_;
+  std::vector<HostReadGuard> host_reads_;
+  int64_t ops_ = 0;
+  int64_t kernels_ = 0;
+  size_t num_args_ = 0;
+  std::shared_ptr<Replay> replay_;
+};
+
+/// The break code for a host-read cause.
+const BreakCode& break_code(HostRead why);
+
+} // namespace kiln::frontend
