@@ -24,3 +24,232 @@ TEST_CASE("compile: a pointwise function equals eager and replays") {
   KILN_REQUIRE_BITWISE(f(c, b), fn(c, b));
   CHECK(f.stats().replays == 2);
 }
+
+TEST_CASE("compile: results of every supported kind") {
+  manual_seed(2);
+  Tensor a = randn({3, 4});
+  auto pair = compile([](const Tensor& x) { return std::pair<Tensor, Tensor>{x.exp(), x.sum()}; });
+  auto [e, s] = pair(a);
+  KILN_REQUIRE_BITWISE(e, a.exp());
+  KILN_REQUIRE_BITWISE(s, a.sum());
+  auto tup = compile([](const Tensor& x) { return std::tuple<Tensor, Tensor, Tensor>{x, -x, x.t()}; });
+  for (int i = 0; i < 2; ++i) { // trace, then replay
+    auto [x, n, t] = tup(a);
+    KILN_REQUIRE_BITWISE(x, a);
+    KILN_REQUIRE_BITWISE(n, -a);
+    KILN_REQUIRE_BITWISE(t, a.t());
+    CHECK(t.strides() == a.t().strides()); // a view stays a view of the argument
+    CHECK(t.impl().storage == a.impl().storage);
+  }
+  auto vec = compile([](const Tensor& x) { return split(x, 2, 1); });
+  std::vector<Tensor> parts = vec(a);
+  REQUIRE(parts.size() == 2);
+  KILN_REQUIRE_BITWISE(parts[1], a.slice(1, 2, 4));
+  int calls = 0;
+  auto side = compile([&](const Tensor& x) {
+    ++calls; // a host side effect happens at trace time only (replay skips the C++)
+    Tensor t = x;
+    t.mul_(2);
+  });
+  Tensor y = ones({2});
+  side(y);
+  side(y);
+  KILN_REQUIRE_BITWISE(y, full({2}, 4.0f));
+  CHECK(calls == 1);
+}
+
+TEST_CASE("compile: scalar arguments are baked in and guarded by value") {
+  auto f = compile([](const Tensor& x, double s, int64_t k, bool flip) {
+    Tensor y = x * s + k;
+    return flip ? -y : y;
+  });
+  Tensor x = arange(0, 6).to(DType::f32);
+  KILN_REQUIRE_BITWISE(f(x, 0.5, int64_t{3}, false), x * 0.5 + 3);
+  KILN_REQUIRE_BITWISE(f(x, 0.5, int64_t{3}, false), x * 0.5 + 3);
+  CHECK(f.stats().recompiles == 0);
+  KILN_REQUIRE_BITWISE(f(x, 0.25, int64_t{3}, false), x * 0.25 + 3);
+  KILN_REQUIRE_BITWISE(f(x, 0.25, int64_t{3}, true), -(x * 0.25 + 3));
+  CompileStats st = f.stats();
+  CHECK(st.recompiles == 2);
+  CHECK(st.traces == 3);
+  REQUIRE(st.recompile_reasons.size() == 2);
+  CHECK_THAT(st.recompile_reasons[0], Catch::Contains("scalar argument 1") &&
+                                          Catch::Contains("0.5") && Catch::Contains("0.25"));
+  CHECK_THAT(st.recompile_reasons[1], Catch::Contains("scalar argument 3"));
+  // The earlier entries still answer their calls.
+  KILN_REQUIRE_BITWISE(f(x, 0.5, int64_t{3}, false), x * 0.5 + 3);
+  CHECK(f.stats().traces == 3);
+}
+
+TEST_CASE("compile: in-place writes to arguments happen as in eager code") {
+  auto fn = [](const Tensor& x, const Tensor& y) {
+    Tensor a = x;
+    a.add_(y);                        // whole-tensor write to an argument
+    a.slice(0, 1, 3).mul_(10);         // write through a view
+    Tensor t = a.t();
+    t.select(0, 0).fill_(-1);          // write through a transposed view: column 0 of a
+    Tensor z = y.clone();
+    z.relu_();                         // write to an intermediate
+    return z + a.sum({0});
+  };
+  manual_seed(3);
+  Tensor x0 = randn({4, 3}), y = randn({4, 3});
+  Tensor xe = x0.clone(), xc = x0.clone();
+  Tensor want = fn(xe, y);
+  auto f = compile(fn);
+  KILN_REQUIRE_BITWISE(f(xc, y), want);
+  KILN_REQUIRE_BITWISE(xc, xe);
+  // Replayed: the same writes again.
+  Tensor xe2 = x0.clone(), xc2 = x0.clone();
+  Tensor want2 = fn(xe2, y);
+  KILN_REQUIRE_BITWISE(f(xc2, y), want2);
+  KILN_REQUIRE_BITWISE(xc2, xe2);
+  CHECK(f.stats().replays == 1);
+  CHECK(xc2.version() > 0);
+}
+
+TEST_CASE("compile: a function returning its written argument returns the argument") {
+  auto f = compile([](const Tensor& x) {
+    Tensor y = x;
+    y.add_(1);
+    return y.view({-1});
+  });
+  Tensor x = zeros({2, 2});
+  for (int i = 1; i <= 2; ++i) {
+    Tensor r = f(x);
+    KILN_REQUIRE_BITWISE(x, full({2, 2}, static_cast<float>(i)));
+    CHECK(r.impl().storage == x.impl().storage); // aliases x, as in eager code
+  }
+}
+
+TEST_CASE("compile: writes into an argument that aliases another one are refused") {
+  auto f = compile([](const Tensor& a, const Tensor& b) {
+    Tensor t = a;
+    t.add_(b);
+    return t;
+  });
+  Tensor x = ones({4});
+  Tensor v = x.view({4});
+  REQUIRE_THROWS_WITH(f(x, v), Catch::Contains("shares memory"));
+}
+
+TEST_CASE("compile: parameters changed in place between calls are seen") {
+  nn::Linear lin(4, 3);
+  auto cm = compile(lin);
+  manual_seed(4);
+  Tensor x = randn({2, 4});
+  KILN_REQUIRE_BITWISE(cm(x), lin.forward(x));
+  {
+    NoGradGuard g;
+    lin.weight.mul_(0.5);           // an optimizer-style step
+    lin.bias.add_(1.0);
+  }
+  Tensor eager = lin.forward(x);
+  KILN_REQUIRE_BITWISE(cm(x), eager); // replayed: reads the parameters as they are now
+  CompileStats st = cm.stats();
+  CHECK(st.replays == 1);
+  CHECK(st.recompiles == 0);
+  // load_state_dict writes in place too.
+  nn::Linear other(4, 3);
+  lin.load_state_dict(other.state_dict());
+  KILN_REQUIRE_BITWISE(cm(x), other.forward(x));
+}
+
+TEST_CASE("compile: module buffers written in train mode match eager over several calls") {
+  nn::BatchNorm2d bn_e(3), bn_c(3);
+  bn_c.load_state_dict(bn_e.state_dict());
+  bn_e.train();
+  bn_c.train();
+  auto cm = compile(bn_c);
+  for (int step = 0; step < 3; ++step) {
+    manual_seed(10 + static_cast<uint64_t>(step));
+    Tensor x = randn({2, 3, 4, 4}) * (step + 1);
+    KILN_REQUIRE_BITWISE(cm(x), bn_e.forward(x));
+    KILN_REQUIRE_BITWISE(bn_c.running_mean, bn_e.running_mean);
+    KILN_REQUIRE_BITWISE(bn_c.running_var, bn_e.running_var);
+    KILN_REQUIRE_BITWISE(bn_c.num_batches_tracked, bn_e.num_batches_tracked);
+  }
+  CHECK(cm.stats().traces == 1);
+  CHECK(cm.stats().replays == 2);
+}
+
+TEST_CASE("compile: random ops draw the same numbers as eager") {
+  auto fn = [](const Tensor& x) { return x + randn(x.sizes()) + rand(x.sizes()) * dropout(x, 0.5, true); };
+  auto f = compile(fn);
+  Tensor x = ones({64});
+  for (int i = 0; i < 3; ++i) { // trace, replay, replay
+    manual_seed(99 + static_cast<uint64_t>(i));
+    Tensor want = fn(x);
+    manual_seed(99 + static_cast<uint64_t>(i));
+    KILN_REQUIRE_BITWISE(f(x), want);
+  }
+  // Without reseeding, consecutive calls draw fresh numbers, as eager calls do.
+  manual_seed(5);
+  Tensor e1 = fn(x), e2 = fn(x);
+  manual_seed(5);
+  Tensor c1 = f(x), c2 = f(x);
+  KILN_REQUIRE_BITWISE(c1, e1);
+  KILN_REQUIRE_BITWISE(c2, e2);
+}
+
+TEST_CASE("compile: backends eager, interpreter and kiln agree bit for bit") {
+  auto fn = [](const Tensor& x) {
+    Tensor y = (x * 1 + 0).exp() - x.exp(); // canonicalize and cse have work here
+    return softmax(x, -1) + y + full({1}, 2.0f) * 3;
+  };
+  manual_seed(6);
+  Tensor x = randn({3, 7});
+  Tensor want = fn(x);
+  for (const char* backend : {"eager", "interpreter", "kiln"}) {
+    CompileOptions o;
+    o.backend = backend;
+    auto f = compile(fn, o);
+    INFO(backend);
+    KILN_REQUIRE_BITWISE(f(x), want);
+    KILN_REQUIRE_BITWISE(f(x), want);
+  }
+  CompileOptions bad;
+  bad.backend = "tpu";
+  REQUIRE_THROWS_WITH(compile(fn, bad), Catch::Contains("unknown backend 'tpu'"));
+  CompileOptions dyn;
+  dyn.dynamic = true;
+  REQUIRE_THROWS_WITH(compile(fn, dyn), Catch::Contains("dynamic=true"));
+}
+
+TEST_CASE("compile: errors in traced code name the op, the shapes and the caller's line") {
+  auto f = compile([](const Tensor& a, const Tensor& b) { return a.matmul(b); });
+  Tensor a = ones({2, 3}), b = ones({4, 5});
+  try {
+    f(a, b);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK_THAT(e.message(), Catch::Contains("matmul") && Catch::Contains("[2, 3]") &&
+                                Catch::Contains("[4, 5]"));
+    CHECK_THAT(e.location(), Catch::Contains("test_compile.cpp"));
+  }
+  // The function still works afterwards.
+  KILN_REQUIRE_BITWISE(f(a, ones({3, 1})), a.matmul(ones({3, 1})));
+}
+
+TEST_CASE("compile: a compiled function called while another traces is inlined") {
+  auto inner = compile([](const Tensor& x) { return x * 3; });
+  auto outer = compile([&](const Tensor& x) { return inner(x) + 1; });
+  Tensor x = arange(0, 4).to(DType::f32);
+  KILN_REQUIRE_BITWISE(outer(x), x * 3 + 1);
+  KILN_REQUIRE_BITWISE(outer(x), x * 3 + 1);
+  CHECK(outer.stats().graphs == 1);
+  CHECK(inner.stats().traces == 0);
+}
+
+TEST_CASE("compile: a traced tensor kept past its call is made concrete") {
+  Tensor kept;
+  auto f = compile([&](const Tensor& x) {
+    Tensor y = x + 1;
+    kept = y * 2; // escapes: made concrete with the call's outputs
+    return y;
+  });
+  Tensor x = ones({2});
+  f(x);
+  KILN_REQUIRE_BITWISE(kept, full({2}, 4.0f));
+  CHECK_FALSE(kept.is_traced());
+}

@@ -1,0 +1,34 @@
+// The built-in model zoo: the models `kiln run`, `kiln breaks` and `kiln bench` know by name.
+#pragma once
+
+#include <cstdint>
+
+#include "frontend/model_registry.h"
+#include "runtime/dtype.h"
+#include "runtime/shape.h"
+#include "runtime/tensor.h"
+
+namespace kiln::zoo {
+
+/// Adds every zoo model (mlp, cnn, gpt, breaky, moe) to `registry`.
+void register_models(ModelRegistry& registry);
+/// A fresh registry holding the zoo.
+ModelRegistry registry();
+
+// ---- the models, one spec each (models/<name>.cpp) ----
+/// 784-256-128-10 MLP with a LayerNorm after the first layer; input 1x784 f32.
+ModelSpec mlp_spec();
+/// A small ResNet (two BasicBlocks) for 3x32x32 images, torchvision names; input 2x3x32x32 f32.
+ModelSpec cnn_spec();
+/// A 2-layer GPT-2 decoder with nanoGPT names, tied lm_head; input 1x32 i64 token ids.
+ModelSpec gpt_spec();
+/// A model with data-dependent control flow (item, nonzero, if (t)); input 4x32 f32.
+ModelSpec breaky_spec();
+/// A dense top-2 mixture of four experts, with no data-dependent shapes; input 8x64 f32.
+ModelSpec moe_spec();
+
+/// The make_input of the models that take real-valued input: N(0, 1) of the given shape and
+/// dtype, drawn after manual_seed(seed).
+Tensor normal_input(const Shape& shape, DType dtype, uint64_t seed);
+
+} // namespace kiln::zoo
