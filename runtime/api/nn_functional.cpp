@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "runtime/ops.h"
+#include "runtime/tracing.h"
 
 namespace kiln {
 
@@ -137,14 +138,22 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   return reshape(index_select(weight, 0, reshape(indices, {-1})), out_shape);
 }
 
+namespace {
+/// The min and max of an integer tensor, read on the host: a graph break when it is traced,
+/// and for a concrete tensor read untraced (a replay then guards its version).
+std::pair<int64_t, int64_t> host_min_max(const Tensor& t) {
+  HostReadScope read(&t, HostRead::item);
+  return {amin(t).item<int64_t>(), amax(t).item<int64_t>()};
+}
+} // namespace
+
 Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   KILN_CHECK(is_integral(indices.dtype()), "one_hot: indices must be an integer tensor, got ",
              indices.dtype());
   KILN_CHECK(num_classes >= -1, "one_hot: num_classes must be -1 (infer) or non-negative, got ",
              num_classes);
   if (indices.numel() > 0) {
-    const int64_t lo = amin(indices).item<int64_t>();
-    const int64_t hi = amax(indices).item<int64_t>();
+    const auto [lo, hi] = host_min_max(indices);
     KILN_CHECK(lo >= 0, "one_hot: class values must be non-negative, got ", lo);
     if (num_classes == -1) num_classes = hi + 1;
     KILN_CHECK(hi < num_classes, "one_hot: class values must be smaller than num_classes (",
@@ -179,9 +188,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::stri
              shape_str(expected), " for logits ", shape_str(logits.sizes()), ", got ",
              shape_str(target.sizes()));
   const int64_t classes = logits.size(1);
-  if (target.numel() > 0) {
-    const int64_t lo = amin(target).item<int64_t>();
-    const int64_t hi = amax(target).item<int64_t>();
+  // The early, friendlier range check reads the targets on the host; a traced target is
+  // checked where the gather runs instead (its kernel refuses an out-of-range index), so
+  // that a compiled training step is not cut here.
+  if (target.numel() > 0 && !target.is_traced()) {
+    const auto [lo, hi] = host_min_max(target);
     const int64_t bad = lo < 0 ? lo : hi;
     KILN_CHECK(lo >= 0 && hi < classes, "cross_entropy: target ", bad, " is out of bounds for ",
                classes, " classes");

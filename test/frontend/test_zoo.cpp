@@ -1,0 +1,101 @@
+// Every zoo model: compiled (each backend) equals eager bit for bit; gpt and moe capture in
+// one graph; breaky breaks where its source says.
+#include <fstream>
+
+#include "frontend_testing.h"
+#include "models/zoo.h"
+
+using namespace kiln;
+
+namespace {
+
+void check_model(const ModelSpec& spec, const std::string& backend, bool train) {
+  INFO(spec.name << " on backend " << backend << (train ? " (train)" : " (eval)"));
+  std::shared_ptr<nn::Module> m = spec.make(0);
+  m->train(train);
+  // Two copies with the same weights: buffers written in train mode must evolve alike.
+  std::shared_ptr<nn::Module> ref = spec.make(0);
+  ref->train(train);
+  CompileOptions o;
+  o.backend = backend;
+  nn::Module* mp = m.get();
+  auto f = compile([&spec, mp](const Tensor& x) { return run_model(spec, *mp, x); }, o);
+  for (uint64_t call = 0; call < 3; ++call) {
+    Tensor x = spec.make_input(spec.input_shape, spec.input_dtype, 100 + call);
+    manual_seed(200 + call);
+    Tensor want = run_model(spec, *ref, x);
+    manual_seed(200 + call);
+    KILN_REQUIRE_BITWISE(f(x), want);
+    for (auto& [name, b] : ref->named_buffers()) {
+      INFO("buffer " << name);
+      KILN_REQUIRE_BITWISE(m->state_dict().at(name), b);
+    }
+  }
+}
+
+} // namespace
+
+TEST_CASE("zoo: compiled equals eager on every model and backend") {
+  ModelRegistry zoo = zoo::registry();
+  for (const ModelSpec& spec : zoo.models())
+    for (const char* backend : {"kiln", "interpreter", "eager"}) check_model(spec, backend, false);
+}
+
+TEST_CASE("zoo: compiled equals eager in train mode (dropout, batch norm statistics)") {
+  ModelRegistry zoo = zoo::registry();
+  for (const ModelSpec& spec : zoo.models()) check_model(spec, "kiln", true);
+}
+
+TEST_CASE("zoo: gpt, mlp, cnn and moe capture in one graph; replays run no user code") {
+  ModelRegistry zoo = zoo::registry();
+  for (const char* name : {"gpt", "mlp", "cnn", "moe"}) {
+    INFO(name);
+    const ModelSpec& spec = zoo.get(name);
+    std::shared_ptr<nn::Module> m = spec.make(0);
+    Tensor x = spec.make_input(spec.input_shape, spec.input_dtype, 1);
+    auto cm = compile(*m);
+    ExplainReport rep = explain(cm, x);
+    CHECK(rep.break_count() == 0);
+    CHECK(rep.graph_count() == 1);
+    cm(x);
+    cm(x);
+    CompileStats st = cm.stats();
+    CHECK(st.traces == 1);
+    CHECK(st.replays == 1);
+    CHECK(st.ops > 10);
+  }
+}
+
+TEST_CASE("zoo: breaky breaks at its item, nonzero and condition lines") {
+  ModelRegistry zoo = zoo::registry();
+  const ModelSpec& spec = zoo.get("breaky");
+  std::shared_ptr<nn::Module> m = spec.make(0);
+  Tensor x = spec.make_input(spec.input_shape, spec.input_dtype, 0);
+  ExplainReport rep = explain(*m, x);
+  REQUIRE(rep.break_count() == 3);
+  CHECK(rep.graph_count() == 4);
+  const char* codes[] = {"KB001", "KB006", "KB003"};
+  const char* needles[] = {".item<float>()", "nonzero(", "if (positive)"};
+  std::ifstream src(std::string(KILN_SOURCE_DIR) + "/models/breaky.cpp");
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(src, l);) lines.push_back(l);
+  for (size_t i = 0; i < 3; ++i) {
+    INFO(rep.breaks[i].str());
+    CHECK(rep.breaks[i].code == codes[i]);
+    const std::string& loc = rep.breaks[i].location;
+    auto colon = loc.rfind(':');
+    REQUIRE(colon != std::string::npos);
+    CHECK_THAT(loc.substr(0, colon), Catch::EndsWith("models/breaky.cpp"));
+    size_t line = std::stoul(loc.substr(colon + 1));
+    REQUIRE(line >= 1);
+    REQUIRE(line <= lines.size());
+    CHECK_THAT(lines[line - 1], Catch::Contains(needles[i]));
+  }
+}
+
+TEST_CASE("zoo: the registry refuses duplicates and names the known models") {
+  ModelRegistry zoo = zoo::registry();
+  CHECK(zoo.models().size() == 5);
+  REQUIRE_THROWS_WITH(zoo.add(zoo.get("mlp")), Catch::Contains("already registered"));
+  REQUIRE_THROWS_WITH(zoo.get("resnet152"), Catch::Contains("known models: mlp, cnn, gpt"));
+}
