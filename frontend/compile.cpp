@@ -59,7 +59,7 @@ struct Entry {
 };
 
 struct CachedGraph {
-  std::unique_ptr<ir::Graph> traced; // the key (compared structurally)
+  std::string key; // the traced graph's structural key (compared in full on lookup)
   std::shared_ptr<const Executable> executable;
 };
 
@@ -115,10 +115,10 @@ struct CompiledFunction::State {
   }
 
   std::shared_ptr<const Executable> compile_graph(const ir::Graph& traced) {
-    uint64_t h = ir::structural_hash(traced);
-    std::vector<CachedGraph>& bucket = graphs[h];
+    std::string key = ir::structural_key(traced);
+    std::vector<CachedGraph>& bucket = graphs[ir::key_hash(key)];
     for (const CachedGraph& c : bucket)
-      if (ir::structurally_equal(*c.traced, traced)) {
+      if (c.key == key) {
         ++stats.cache_hits;
         return c.executable;
       }
@@ -139,7 +139,7 @@ struct CompiledFunction::State {
       input_map.push_back(static_cast<size_t>(
           std::find(original.begin(), original.end(), in) - original.begin()));
     auto exe = std::make_shared<const Executable>(std::move(g), std::move(input_map));
-    bucket.push_back({traced.clone(), exe});
+    bucket.push_back({std::move(key), exe});
     ++stats.compiles;
     stats.compile_ms +=
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
@@ -170,7 +170,7 @@ struct CompiledFunction::State {
     }
     session.finish(results);
     stats.graphs = static_cast<int64_t>(session.graphs().size());
-    stats.breaks = static_cast<int64_t>(session.breaks().size());
+    stats.breaks = session.num_breaks();
     stats.ops = session.ops();
     stats.kernels = session.kernels();
     if (!add_entry) return results;

@@ -10,7 +10,6 @@
 #include <iostream>
 
 #include "ir/printer.h"
-#include "runtime/call_site.h"
 #include "runtime/error.h"
 #include "runtime/ops/dispatch.h"
 #include "runtime/shape.h"
@@ -332,14 +331,26 @@ void TraceSession::host_read(const Tensor* t, HostRead why) {
   }
   if (!must_break) return;
   const BreakCode& c = break_code(why);
-  GraphBreak b{std::string(c.code), std::string(c.reason) + what, user_call_site(),
-               std::string(c.hint), static_cast<int64_t>(graphs_.size())};
-  if (options_.log_breaks) std::cerr << "[kiln graph_breaks] " << b.str() << "\n";
-  if (options_.fullgraph)
-    throw Error("graph break in a fullgraph compile: " + b.str() +
-                "; see docs/graph-breaks.md#" + std::string(c.code));
-  breaks_.push_back(std::move(b));
+  breaks_.push_back({std::string(c.code), std::string(c.reason) + what, "", std::string(c.hint),
+                     static_cast<int64_t>(graphs_.size())});
+  break_stacks_.push_back(capture_call_stack());
+  if (options_.log_breaks || options_.fullgraph) {
+    const GraphBreak& b = breaks().back();
+    if (options_.log_breaks) std::cerr << "[kiln graph_breaks] " << b.str() << "\n";
+    if (options_.fullgraph)
+      throw Error("graph break in a fullgraph compile: " + b.str() +
+                  "; see docs/graph-breaks.md#" + std::string(c.code));
+  }
   cut(nullptr);
+}
+
+const std::vector<GraphBreak>& TraceSession::breaks() const {
+  for (size_t k = 0; k < break_stacks_.size(); ++k)
+    if (!break_stacks_[k].pcs.empty()) {
+      breaks_[k].location = user_call_site(break_stacks_[k]);
+      break_stacks_[k].pcs.clear();
+    }
+  return breaks_;
 }
 
 void TraceSession::cut(std::vector<Tensor>* results) {

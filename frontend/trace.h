@@ -14,6 +14,7 @@
 #include "frontend/compile.h"
 #include "frontend/executable.h"
 #include "ir/graph.h"
+#include "runtime/call_site.h"
 #include "runtime/tracing.h"
 
 namespace kiln::frontend {
@@ -61,7 +62,9 @@ public:
   void host_read(const Tensor* t, HostRead why) override;
 
   // What the trace found (valid after finish).
-  const std::vector<GraphBreak>& breaks() const { return breaks_; }
+  /// The breaks, with their locations (symbolised on the first call).
+  const std::vector<GraphBreak>& breaks() const;
+  int64_t num_breaks() const { return static_cast<int64_t>(breaks_.size()); }
   struct GraphInfo {
     int64_t ops = 0, inputs = 0, outputs = 0;
     std::string ir;
@@ -112,7 +115,8 @@ private:
   std::unordered_map<const TensorImpl*, std::string> names_;
   std::unique_ptr<Segment> seg_;
   int64_t next_segment_ = 0;
-  std::vector<GraphBreak> breaks_;
+  mutable std::vector<GraphBreak> breaks_;
+  mutable std::vector<CallStack> break_stacks_; // not yet symbolised
   std::vector<GraphInfo> graphs_;
   std::vector<HostReadGuard> host_reads_;
   int64_t ops_ = 0;

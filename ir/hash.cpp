@@ -132,8 +132,11 @@ private:
 
 } // namespace
 
-uint64_t structural_hash(const Graph& g) {
-  std::string e = Encoder(g).encode();
+std::string structural_key(const Graph& g) { return Encoder(g).encode(); }
+
+uint64_t structural_hash(const Graph& g) { return key_hash(structural_key(g)); }
+
+uint64_t key_hash(std::string_view e) {
   uint64_t h = 14695981039346656037ull; // FNV-1a offset basis
   for (char c : e) {
     h ^= static_cast<uint8_t>(c);

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 #include "ir/graph.h"
 
@@ -13,5 +15,10 @@ namespace kiln::ir {
 uint64_t structural_hash(const Graph& g);
 /// Equality over the same structure; a cache hit is decided by this, never by the hash.
 bool structurally_equal(const Graph& a, const Graph& b);
+/// The canonical byte encoding both are computed from: two graphs are structurally equal
+/// exactly when their keys are equal, and structural_hash(g) == key_hash(structural_key(g)).
+/// A cache that keeps keys encodes each looked-up graph once.
+std::string structural_key(const Graph& g);
+uint64_t key_hash(std::string_view key);
 
 } // namespace kiln::ir

@@ -92,6 +92,33 @@ int on_frame(void* data, uintptr_t pc, const char* file, int line, const char*) 
 
 } // namespace
 
+CallStack capture_call_stack() {
+  CallStack s;
+  s.pcs.resize(64);
+  int n = backtrace(s.pcs.data(), static_cast<int>(s.pcs.size()));
+  s.pcs.resize(static_cast<size_t>(n > 1 ? n : 1));
+  s.pcs.erase(s.pcs.begin()); // this function
+  return s;
+}
+
+std::string user_call_site(const CallStack& stack) {
+  for (void* p : stack.pcs) {
+    auto pc = reinterpret_cast<uintptr_t>(p);
+    if (owner_of(pc) != Owner::user) continue;
+#ifdef KILN_HAVE_BACKTRACE
+    if (backtrace_state* s = state()) {
+      std::string found;
+      // A return address points after the call; pc - 1 lies in the calling line.
+      backtrace_pcinfo(s, pc - 1, on_frame, nullptr, &found);
+      if (!found.empty()) return found;
+      continue; // a kiln or std header inlined into user code: look further out
+    }
+#endif
+    return describe_pc(pc);
+  }
+  return "";
+}
+
 std::string user_call_site() {
 #ifdef KILN_HAVE_BACKTRACE
   if (backtrace_state* s = state()) {

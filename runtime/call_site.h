@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace kiln {
 
@@ -9,5 +10,15 @@ namespace kiln {
 /// is not kiln's own code, or "" when none is found. Used for errors and graph breaks, where
 /// no default argument can carry a location (`if (t)`, `std::cout << t`, `a + b`).
 std::string user_call_site();
+
+/// The return addresses of the current stack: cheap to take (no symbols are read), so a
+/// caller that may never need the location (a graph break in a re-traced call) keeps this
+/// and symbolises it only when asked.
+struct CallStack {
+  std::vector<void*> pcs;
+};
+CallStack capture_call_stack();
+/// user_call_site() of a captured stack.
+std::string user_call_site(const CallStack& stack);
 
 } // namespace kiln
