@@ -16,6 +16,7 @@
 #include "frontend/trace.h"
 #include "ir/hash.h"
 #include "ir/printer.h"
+#include "ir/verifier.h"
 #include "passes/passes.h"
 #include "runtime/logs.h"
 #include "runtime/ops/dispatch.h"
@@ -126,6 +127,10 @@ struct CompiledFunction::State {
     int id = g_dump_counter.fetch_add(1);
     if (wants("graph")) std::cerr << "[kiln graph] traced graph " << id << ":\n" << ir::print(traced);
     dump(id, "traced", traced);
+    // A traced graph that fails the verifier is a frontend bug, never the user's.
+    if (Expected<void> ok = ir::verify(traced); !ok)
+      KILN_UNREACHABLE("traced graph fails verification: " + ok.error().message() + "\n" +
+                       ir::print(traced));
     std::unique_ptr<ir::Graph> g = traced.clone();
     std::vector<const ir::Value*> original(g->inputs().begin(), g->inputs().end());
     if (options.backend != "eager") {
