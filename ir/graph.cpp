@@ -85,9 +85,13 @@ Value* Graph::add_constant(const Tensor& data, bool wrapped_number, std::string 
   KILN_ASSERT(data.defined() && !data.is_traced() && data.device().is_cpu(),
               "add_constant: needs a concrete CPU tensor");
   KILN_ASSERT(!wrapped_number || data.dim() == 0, "add_constant: a wrapped number must be 0-d");
-  // A private contiguous copy: the graph's constants never change under it.
-  Tensor copy = data.is_contiguous() ? data.clone() : data.contiguous();
-  copy.impl().wrapped_number = wrapped_number;
+  // A private contiguous copy: the graph's constants never change under it. A wrapped
+  // number (a C++ scalar operand, made by wrap_scalar) is private already: nothing else
+  // holds it or writes it, so it is adopted as it is.
+  Tensor copy = data.impl().wrapped_number && wrapped_number ? data
+                : data.is_contiguous()                       ? data.clone()
+                                                             : data.contiguous();
+  if (!copy.is_same(data)) copy.impl().wrapped_number = wrapped_number;
   auto v = std::unique_ptr<Value>(
       new Value(this, Type(copy.dtype(), copy.sizes(), {}, Device::cpu(), wrapped_number), nullptr,
                 static_cast<uint32_t>(inputs_.size())));

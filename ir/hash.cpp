@@ -22,6 +22,7 @@ public:
   explicit Encoder(const Graph& g) : g_(g), num_(g) {}
 
   std::string encode() {
+    out_.reserve(64 * (g_.num_inputs() + g_.num_nodes()) + 64);
     u64(g_.num_inputs());
     for (const Value* v : g_.inputs())
       input(*v);
@@ -41,9 +42,11 @@ public:
 
 private:
   void u8(uint8_t b) { out_.push_back(static_cast<char>(b)); }
-  void u64(uint64_t x) {
+  void u64(uint64_t x) { // little-endian, whatever the host
+    char b[8];
     for (int i = 0; i < 8; ++i)
-      u8(static_cast<uint8_t>(x >> (8 * i)));
+      b[i] = static_cast<char>(static_cast<uint8_t>(x >> (8 * i)));
+    out_.append(b, 8);
   }
   void i64(int64_t x) { u64(static_cast<uint64_t>(x)); }
   void bytes(const void* p, size_t n) {
