@@ -173,6 +173,7 @@ struct CompiledFunction::State {
       TracerScope scope(&session);
       results = body(traced);
     }
+    traced.clear(); // the argument stand-ins are not results unless returned
     session.finish(results);
     stats.graphs = static_cast<int64_t>(session.graphs().size());
     stats.breaks = session.num_breaks();
@@ -304,6 +305,7 @@ ExplainReport CompiledFunction::explain(std::span<const detail::CallArg> args,
     TracerScope scope(&session);
     results = body(traced);
   }
+  traced.clear();
   session.finish(results);
   ExplainReport rep;
   for (const TraceSession::GraphInfo& g : session.graphs())

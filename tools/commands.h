@@ -10,4 +10,21 @@ namespace kiln::tools {
 /// [--no-verify] [--format kir|dot|mlir]`: parse, verify, run passes, print.
 int opt_main(std::span<const std::string_view> args);
 
+/// `kiln zoo [--plugin LIB.so]...`: lists every model known by name (the zoo and each
+/// plugin's) with its default input and summary.
+int zoo_main(std::span<const std::string_view> args);
+
+/// `kiln run MODEL [--mode M] [--input SPEC] [--seed N] [--weights F] [--save-weights F]
+/// [--iters N]`: runs a model eagerly or compiled; prints output checksum, timings, compile
+/// counters, and (compiled) whether the output equals eager bit for bit (exit 1 if not).
+int run_main(std::span<const std::string_view> args);
+
+/// `kiln breaks MODEL [--json] [--fail-on-break] [--input SPEC] [--seed N]`: the graph-break
+/// analyzer (kiln::explain on the model's forward).
+int breaks_main(std::span<const std::string_view> args);
+
+/// `kiln dump MODEL|FILE.kir [--stage traced|simplified|all] [--format kir|dot|mlir] [-o OUT]`:
+/// the IR of a model's forward or of a .kir file at a stage of compilation.
+int dump_main(std::span<const std::string_view> args);
+
 } // namespace kiln::tools

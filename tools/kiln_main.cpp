@@ -1,5 +1,5 @@
-// The kiln command line: one table of subcommands. More arrive with their issues (zoo, run,
-// breaks, dump, bench, aot).
+// The kiln command line: one table of subcommands. More arrive with their issues (bench, aot).
+#include <iomanip>
 #include <iostream>
 #include <string_view>
 #include <vector>
@@ -22,6 +22,12 @@ int version_main(std::span<const std::string_view>) {
 }
 
 constexpr Subcommand kSubcommands[] = {
+    {"zoo", "list the models known by name (built-in and --plugin)", kiln::tools::zoo_main},
+    {"run", "run a model eagerly or compiled; check compiled against eager", kiln::tools::run_main},
+    {"breaks", "graph-break analyzer: graphs, breaks with code and file:line, guards",
+     kiln::tools::breaks_main},
+    {"dump", "print a model's (or a .kir file's) graphs as kir, dot or mlir",
+     kiln::tools::dump_main},
     {"opt", "parse a .kir file, verify it, run passes, print it", kiln::tools::opt_main},
     {"version", "print the version", version_main},
 };
@@ -29,7 +35,7 @@ constexpr Subcommand kSubcommands[] = {
 int usage(std::ostream& os) {
   os << "usage: kiln COMMAND [ARGS...]\n\ncommands:\n";
   for (const Subcommand& s : kSubcommands)
-    os << "  " << s.name << "\t" << s.summary << "\n";
+    os << "  " << std::left << std::setw(9) << s.name << s.summary << "\n";
   os << "\n`kiln COMMAND --help` describes a command.\n";
   return 2;
 }

@@ -41,13 +41,13 @@ Tensor make_view(const Tensor& base, IntList sizes, IntList strides, int64_t off
 Tensor wrap_scalar(Scalar s) {
   DType t = s.is_floating() ? DType::f64 : s.is_integral() ? DType::i64 : DType::bool_;
   Tensor out = make_tensor({}, t);
+  out.impl().wrapped_number = true; // first: a tracer sees the write below as a scalar's
   if (t == DType::f64)
     *static_cast<double*>(out.raw_data()) = s.to_double();
   else if (t == DType::i64)
     *static_cast<int64_t*>(out.raw_data()) = s.to_int();
   else
     *static_cast<bool*>(out.raw_data()) = s.to_int() != 0;
-  out.impl().wrapped_number = true;
   return out;
 }
 

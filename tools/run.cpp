@@ -1,0 +1,243 @@
+// `kiln run`: builds a model, runs it eagerly or compiled a few times, prints the output's
+// shape, a checksum, timings and (compiled) the frontend's counters, and checks the compiled
+// output against eager bit for bit.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "frontend/compile.h"
+#include "runtime/grad_mode.h"
+#include "runtime/serialize/safetensors.h"
+#include "tools/commands.h"
+#include "tools/model_args.h"
+
+namespace kiln::tools {
+namespace {
+
+constexpr const char* kRunUsage =
+    "usage: kiln run MODEL [--mode eager|default|reduce_overhead|max_autotune] [--input SPEC]\n"
+    "                [--seed N] [--weights F.safetensors] [--save-weights F.safetensors]\n"
+    "                [--iters N] [--plugin LIB.so --model NAME]\n"
+    "  Builds MODEL with weights drawn from the seed, makes its input and runs it N times,\n"
+    "  eagerly or through kiln::compile. Prints the output's shape and dtype, its sum and\n"
+    "  mean, the first call's time (which includes tracing and compiling) and the median of\n"
+    "  the others; compiled runs also print the compile counters and compare the output with\n"
+    "  an eager run on the same input (exit 1 unless identical bit for bit).\n"
+    "  --mode M           eager, default (the default), reduce_overhead or max_autotune\n"
+    "  --iters N          calls to make (default 3)\n"
+    "  --weights F        load a safetensors file into the model (non-strict: missing and\n"
+    "                     unexpected keys are warnings, a shape mismatch is an error)\n"
+    "  --save-weights F   save the model's weights (after --weights) to a safetensors file\n";
+
+struct RunOptions {
+  std::string mode = "default";
+  uint64_t iters = 3;
+  std::string weights;
+  std::string save_weights;
+};
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+std::string fmt_g(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+std::string fmt_ms(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3f ms", v);
+  return buf;
+}
+
+/// The output's shape and dtype, sum and mean (in f64).
+std::string describe_output(const Tensor& out) {
+  std::vector<double> v = out.to_vector<double>();
+  double sum = 0;
+  for (double x : v)
+    sum += x;
+  double mean = v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+  return input_spec_str(out.sizes(), out.dtype()) + "  sum " + fmt_g(sum) + "  mean " + fmt_g(mean);
+}
+
+/// Empty when `got` equals `want` bit for bit, else why not.
+std::string compare_bits(const Tensor& got, const Tensor& want) {
+  if (got.sizes() != want.sizes() || got.dtype() != want.dtype())
+    return "output is " + input_spec_str(got.sizes(), got.dtype()) + ", eager gives " +
+           input_spec_str(want.sizes(), want.dtype());
+  Tensor a = got.to(Device::cpu()).contiguous();
+  Tensor b = want.to(Device::cpu()).contiguous();
+  const size_t bytes = static_cast<size_t>(a.numel() * a.itemsize());
+  if (bytes == 0 || std::memcmp(a.raw_data(), b.raw_data(), bytes) == 0) return "";
+  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  double max_diff = 0;
+  for (size_t k = 0; k < x.size(); ++k) {
+    if (std::isnan(x[k]) && std::isnan(y[k])) continue;
+    double d = std::abs(x[k] - y[k]);
+    if (std::isnan(d) || d > max_diff) max_diff = d;
+    if (std::isnan(d)) break;
+  }
+  std::string s = "max abs diff " + fmt_g(max_diff);
+  if (max_diff == 0) s += " (the bits differ: signed zeros or NaN payloads)";
+  return s;
+}
+
+std::string join_keys(const std::vector<std::string>& keys) {
+  std::string s;
+  for (const std::string& k : keys)
+    s += (s.empty() ? "" : ", ") + k;
+  return s;
+}
+
+/// Loads a safetensors file into the module, non-strict; missing and unexpected keys are
+/// warnings.
+void load_weights(nn::Module& module, const std::string& path) {
+  nn::StateDict state = load(path);
+  nn::LoadReport r = module.load_state_dict(state, /*strict=*/false);
+  std::cout << "weights  " << state.size() - r.unexpected_keys.size() << " of " << state.size()
+            << " tensors loaded from " << path << "\n";
+  if (!r.missing_keys.empty())
+    std::cerr << "kiln run: warning: " << r.missing_keys.size()
+              << " missing key(s), left as drawn from the seed: " << join_keys(r.missing_keys)
+              << "\n";
+  if (!r.unexpected_keys.empty())
+    std::cerr << "kiln run: warning: " << r.unexpected_keys.size() << " unexpected key(s) in "
+              << path << ", ignored: " << join_keys(r.unexpected_keys) << "\n";
+}
+
+/// First-call and steady-state (median of the rest) times.
+std::string timing_line(const std::vector<double>& times, bool compiled) {
+  std::string s = "first call " + fmt_ms(times.front());
+  if (compiled) s += " (incl. trace and compile)";
+  if (times.size() < 2) return s + ", no steady state (1 call)";
+  std::vector<double> rest(times.begin() + 1, times.end());
+  std::sort(rest.begin(), rest.end());
+  size_t n = rest.size();
+  double median = n % 2 ? rest[n / 2] : (rest[n / 2 - 1] + rest[n / 2]) / 2;
+  return s + ", steady median " + fmt_ms(median) + " (" + std::to_string(n) +
+         (n == 1 ? " call)" : " calls)");
+}
+
+std::string stats_line(const CompileStats& s) {
+  std::ostringstream os;
+  os << "traces " << s.traces << ", replays " << s.replays << ", graphs " << s.graphs << ", breaks "
+     << s.breaks << ", ops " << s.ops << ", kernels " << s.kernels << ", compiles " << s.compiles
+     << ", cache hits " << s.cache_hits;
+  return os.str();
+}
+
+/// The body of `kiln run` once the arguments are known; throws kiln::Error on failures.
+int run_model_command(const RunOptions& o, ModelInstance& inst, const ModelArgs& margs) {
+  const ModelSpec& spec = *inst.spec;
+  nn::Module& module = *inst.module;
+  if (!o.weights.empty()) load_weights(module, o.weights);
+  if (!o.save_weights.empty()) {
+    nn::StateDict state = module.state_dict();
+    save(state, o.save_weights);
+    std::cout << "saved    " << state.size() << " tensors to " << o.save_weights << "\n";
+  }
+  const bool eager = o.mode == "eager";
+  std::cout << "model    " << spec.name << ": " << spec.summary << "\n";
+  std::cout << "input    " << input_spec_str(inst.input_shape, inst.input_dtype) << " (seed "
+            << margs.input_seed_or_seed() << ")\n";
+  std::cout << "mode     " << o.mode << "\n";
+
+  // Inference: no autograd graph, eager and compiled alike.
+  NoGradGuard no_grad;
+  const Tensor& x = inst.input;
+  std::vector<double> times;
+  std::vector<Tensor> outs;
+  if (eager) {
+    for (uint64_t k = 0; k < o.iters; ++k) {
+      auto start = Clock::now();
+      outs.push_back(run_model(spec, module, x));
+      times.push_back(ms_since(start));
+    }
+    std::cout << "output   " << describe_output(outs.back()) << "\n";
+    std::cout << "time     " << timing_line(times, false) << "\n";
+    return 0;
+  }
+
+  Tensor reference = run_model(spec, module, x);
+  CompileOptions options;
+  options.mode = parse_mode(o.mode);
+  auto fn = [&spec, &module](const Tensor& in) { return run_model(spec, module, in); };
+  // The module pointer guards its train/eval mode and parameter identity, as
+  // kiln::compile(module) would.
+  Compiled<decltype(fn)> compiled(fn, options, &module);
+  for (uint64_t k = 0; k < o.iters; ++k) {
+    auto start = Clock::now();
+    outs.push_back(compiled(x));
+    times.push_back(ms_since(start));
+  }
+  std::cout << "output   " << describe_output(outs.back()) << "\n";
+  std::cout << "time     " << timing_line(times, true) << "\n";
+  std::cout << "stats    " << stats_line(compiled.stats()) << "\n";
+  for (size_t k = 0; k < outs.size(); ++k) {
+    std::string diff = compare_bits(outs[k], reference);
+    if (diff.empty()) continue;
+    std::cout << "matches eager: no: " << diff << " (call " << k + 1 << " of " << outs.size()
+              << ")\n";
+    return 1;
+  }
+  std::cout << "matches eager: yes (bit for bit)\n";
+  return 0;
+}
+
+} // namespace
+
+int run_main(std::span<const std::string_view> args) {
+  RunOptions o;
+  ModelArgs margs;
+  std::string iters;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string_view a = args[i];
+    if (a == "-h" || a == "--help") {
+      std::cout << kRunUsage << kModelArgsHelp;
+      return 0;
+    }
+    std::optional<CommandError> err;
+    if (flag_value(args, i, "--mode", o.mode, err) || flag_value(args, i, "--iters", iters, err) ||
+        flag_value(args, i, "--weights", o.weights, err) ||
+        flag_value(args, i, "--save-weights", o.save_weights, err) || margs.take(args, i, err)) {
+      if (err) return report("run", *err);
+      continue;
+    }
+    return report("run", usage_error("unknown option '" + std::string(a) + "'"));
+  }
+  if (o.mode != "eager") {
+    try {
+      (void)parse_mode(o.mode);
+    } catch (const Error&) {
+      return report("run", usage_error("unknown mode '" + o.mode +
+                                       "'; expected eager, default, reduce_overhead or "
+                                       "max_autotune"));
+    }
+  }
+  if (!iters.empty() && (!parse_uint(iters, o.iters) || o.iters == 0))
+    return report("run", usage_error("bad --iters '" + iters + "': expected a positive integer"));
+
+  LoadedRegistry reg;
+  if (auto err = LoadedRegistry::load(margs.plugins, reg)) return report("run", *err);
+  ModelInstance inst;
+  if (auto err = instantiate(margs, reg, inst)) return report("run", *err);
+  try {
+    return run_model_command(o, inst, margs);
+  } catch (const Error& e) {
+    return report("run", runtime_error(e.message()));
+  } catch (const std::exception& e) {
+    return report("run", runtime_error(e.what()));
+  }
+}
+
+} // namespace kiln::tools
