@@ -2,6 +2,7 @@
 // mode, module tensor identity, arguments, captured tensors, host-read versions.
 #include "frontend/guards.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -156,8 +157,15 @@ std::optional<std::string> GuardSet::check(std::span<const detail::CallArg> args
 std::vector<std::string> GuardSet::describe() const {
   std::vector<std::string> out;
   out.push_back(detail::str("grad mode is ", grad_enabled_ ? "enabled" : "disabled"));
-  for (auto& [name, training] : training_)
-    out.push_back(detail::str("module ", name, " is in ", training ? "train" : "eval", " mode"));
+  bool uniform = std::all_of(training_.begin(), training_.end(),
+                             [&](const auto& m) { return m.second == training_[0].second; });
+  if (uniform && training_.size() > 1)
+    out.push_back(detail::str("module <root> and its ", training_.size() - 1,
+                              " submodules are all in ", training_[0].second ? "train" : "eval",
+                              " mode"));
+  else
+    for (auto& [name, training] : training_)
+      out.push_back(detail::str("module ", name, " is in ", training ? "train" : "eval", " mode"));
   if (has_module_)
     out.push_back(detail::str("module parameters and buffers are the same ",
                               module_tensors_.size(), " tensors (identity)"));

@@ -96,9 +96,13 @@ std::string ExplainReport::str() const {
        << " (after graph " << b.graph << ")\n     " << b.reason << "\n     hint: " << b.hint
        << "\n";
   }
-  if (!guards.empty()) os << "guards:\n";
-  for (const std::string& g : guards)
-    os << "  " << g << "\n";
+  // The first guards in full (grad mode, module modes, arguments); the rest are in to_json().
+  constexpr size_t kShown = 12;
+  if (!guards.empty()) os << guards.size() << (guards.size() == 1 ? " guard" : " guards") << ":\n";
+  for (size_t i = 0; i < guards.size() && i < kShown; ++i)
+    os << "  " << guards[i] << "\n";
+  if (guards.size() > kShown)
+    os << "  ... and " << guards.size() - kShown << " more (the JSON report lists every one)\n";
   return os.str();
 }
 

@@ -70,7 +70,8 @@ TEST_CASE("explain: a function without breaks, and its traced IR parses") {
   CHECK(rep.graph_count() == 1);
   CHECK(rep.break_count() == 0);
   CHECK_THAT(rep.graphs[0].ir, Catch::Contains("matmul(") && Catch::Contains("weight"));
-  CHECK_THAT(rep.str(), Catch::Contains("1 graph, 0 graph breaks"));
+  CHECK_THAT(rep.str(), Catch::Contains("1 graph, 0 graph breaks") &&
+                           Catch::Contains(std::to_string(rep.guards.size()) + " guards:"));
   // The text is .kir: it parses back into a graph that verifies.
   Expected<std::unique_ptr<ir::Graph>> g = ir::parse_graph(rep.graphs[0].ir);
   REQUIRE(static_cast<bool>(g));
