@@ -236,19 +236,12 @@ ir::Value* TraceSession::emit(Op op, std::vector<ir::Value*> inputs, Attrs attrs
 std::vector<Tensor> TraceSession::record(Op op, std::span<const Tensor> inputs, const Attrs& attrs,
                                          std::span<Tensor> out) {
   const OpSchema& s = schema(op);
-  KILN_CHECK(s.num_inputs < 0 ? !inputs.empty() : static_cast<int>(inputs.size()) == s.num_inputs,
-             s.name, ": expected ",
-             s.num_inputs < 0 ? std::string("at least 1") : std::to_string(s.num_inputs),
-             " tensor inputs, got ", inputs.size());
-  KILN_ASSERT(attrs.size() == s.attrs.size(), s.name, ": expected ", s.attrs.size(),
-              " attributes, got ", attrs.size());
+  check_call(s, inputs, attrs);
   KILN_ASSERT(s.num_outputs == 1, s.name, ": multi-result ops are not traced yet");
   std::vector<ir::Value*> values;
   values.reserve(inputs.size());
-  for (const Tensor& t : inputs) {
-    KILN_CHECK(t.defined(), s.name, ": an input tensor is undefined");
+  for (const Tensor& t : inputs)
     values.push_back(value_of(t));
-  }
   ir::Value* in0 = values.empty() ? nullptr : values[0];
   ir::Value* r = emit(op, std::move(values), attrs);
   if (!out.empty()) {

@@ -62,12 +62,7 @@ ModelSpec breaky_spec() {
   spec.summary = "data-dependent control flow (item branch, nonzero rows, if (t)): graph breaks";
   spec.input_shape = {4, kFeatures};
   spec.input_dtype = DType::f32;
-  spec.make = [](uint64_t seed) -> std::shared_ptr<nn::Module> {
-    manual_seed(seed);
-    auto model = std::make_shared<Breaky>();
-    model->eval();
-    return model;
-  };
+  spec.make = build_in_eval<Breaky>;
   spec.make_input = normal_input;
   return spec;
 }

@@ -87,12 +87,7 @@ ModelSpec cnn_spec() {
   spec.summary = "small ResNet for 3x32x32 images: stem, two BasicBlocks (16 -> 32), pooling, fc";
   spec.input_shape = {2, 3, 32, 32};
   spec.input_dtype = DType::f32;
-  spec.make = [](uint64_t seed) -> std::shared_ptr<nn::Module> {
-    manual_seed(seed);
-    auto model = std::make_shared<ResNet>();
-    model->eval();
-    return model;
-  };
+  spec.make = build_in_eval<ResNet>;
   spec.make_input = normal_input;
   return spec;
 }

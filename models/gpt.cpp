@@ -149,12 +149,7 @@ ModelSpec gpt_spec() {
   spec.summary = "GPT-2-style decoder (nanoGPT names): 2 layers, 4 heads, 128 wide, vocab 512";
   spec.input_shape = {1, 32};
   spec.input_dtype = DType::i64;
-  spec.make = [](uint64_t seed) -> std::shared_ptr<nn::Module> {
-    manual_seed(seed);
-    auto model = std::make_shared<GPT>();
-    model->eval();
-    return model;
-  };
+  spec.make = build_in_eval<GPT>;
   spec.make_input = [](const Shape& shape, DType dtype, uint64_t seed) {
     KILN_CHECK(is_integral(dtype), "gpt: the input holds token ids, so its dtype must be an ",
                "integer type, got ", dtype);

@@ -36,12 +36,7 @@ ModelSpec mlp_spec() {
   spec.summary = "784-256-128-10 MLP (Linear + ReLU) with a LayerNorm after the first layer";
   spec.input_shape = {1, 784};
   spec.input_dtype = DType::f32;
-  spec.make = [](uint64_t seed) -> std::shared_ptr<nn::Module> {
-    manual_seed(seed);
-    auto model = std::make_shared<MLP>();
-    model->eval();
-    return model;
-  };
+  spec.make = build_in_eval<MLP>;
   spec.make_input = normal_input;
   return spec;
 }

@@ -71,12 +71,7 @@ ModelSpec moe_spec() {
   spec.summary = "top-2 mixture of 4 GELU-MLP experts, dense, no data-dependent shapes";
   spec.input_shape = {8, kFeatures};
   spec.input_dtype = DType::f32;
-  spec.make = [](uint64_t seed) -> std::shared_ptr<nn::Module> {
-    manual_seed(seed);
-    auto model = std::make_shared<MoE>();
-    model->eval();
-    return model;
-  };
+  spec.make = build_in_eval<MoE>;
   spec.make_input = normal_input;
   return spec;
 }

@@ -2,9 +2,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "frontend/model_registry.h"
 #include "runtime/dtype.h"
+#include "runtime/ops.h"
 #include "runtime/shape.h"
 #include "runtime/tensor.h"
 
@@ -26,6 +28,14 @@ ModelSpec gpt_spec();
 ModelSpec breaky_spec();
 /// A dense top-2 mixture of four experts, with no data-dependent shapes; input 8x64 f32.
 ModelSpec moe_spec();
+
+/// The make() of a zoo model: seeds the global generator, builds M, puts it in eval mode.
+template <typename M> std::shared_ptr<nn::Module> build_in_eval(uint64_t seed) {
+  manual_seed(seed);
+  auto model = std::make_shared<M>();
+  model->eval();
+  return model;
+}
 
 /// The make_input of the models that take real-valued input: N(0, 1) of the given shape and
 /// dtype, drawn after manual_seed(seed).

@@ -2,9 +2,13 @@
 #pragma once
 
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace kiln::tools {
+
+/// Reads a whole file, or standard input for "-"; false when it can't be opened.
+bool read_text(const std::string& path, std::string& text);
 
 /// `kiln opt FILE.kir|- [--passes=a,b] [-o OUT] [--verify-each] [--print-after-all]
 /// [--no-verify] [--format kir|dot|mlir]`: parse, verify, run passes, print.

@@ -41,17 +41,6 @@ struct DumpOptions {
 
 bool is_kir_file(std::string_view arg) { return arg == "-" || arg.ends_with(".kir"); }
 
-bool read_text(const std::string& path, std::string& text) {
-  if (path == "-") {
-    text.assign(std::istreambuf_iterator<char>(std::cin), {});
-    return true;
-  }
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-  text.assign(std::istreambuf_iterator<char>(f), {});
-  return true;
-}
-
 /// The graphs to dump, parsed, with where they came from (for messages).
 struct Source {
   std::string name;

@@ -16,6 +16,18 @@
 #include "tools/commands.h"
 
 namespace kiln::tools {
+
+bool read_text(const std::string& path, std::string& text) {
+  if (path == "-") {
+    text.assign(std::istreambuf_iterator<char>(std::cin), {});
+    return true;
+  }
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  text.assign(std::istreambuf_iterator<char>(f), {});
+  return true;
+}
+
 namespace {
 
 constexpr const char* kOptUsage =
@@ -43,17 +55,6 @@ struct OptOptions {
 int usage_error(const std::string& msg) {
   std::cerr << "kiln opt: " << msg << "\n" << kOptUsage;
   return 2;
-}
-
-bool read_input(const std::string& path, std::string& text) {
-  if (path == "-") {
-    text.assign(std::istreambuf_iterator<char>(std::cin), {});
-    return true;
-  }
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-  text.assign(std::istreambuf_iterator<char>(f), {});
-  return true;
 }
 
 /// "FILE:LINE: error: MSG" when the failing node's line is known, else "FILE: error: MSG".
@@ -121,7 +122,7 @@ int opt_main(std::span<const std::string_view> args) {
   }
 
   std::string text;
-  if (!read_input(o.input, text)) {
+  if (!read_text(o.input, text)) {
     std::cerr << "kiln opt: cannot read '" << o.input << "'\n";
     return 1;
   }

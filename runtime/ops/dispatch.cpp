@@ -103,6 +103,17 @@ void check_devices(const OpSchema& s, std::span<const Tensor> inputs) {
 
 std::vector<TensorMeta> infer(const OpSchema& s, std::span<const Tensor> inputs,
                               const Attrs& attrs) {
+  check_call(s, inputs, attrs);
+  std::vector<TensorMeta> metas;
+  metas.reserve(inputs.size());
+  for (const Tensor& t : inputs)
+    metas.push_back(TensorMeta::of(t));
+  return s.infer(metas, attrs);
+}
+
+} // namespace
+
+void check_call(const OpSchema& s, std::span<const Tensor> inputs, const Attrs& attrs) {
   KILN_CHECK(s.num_inputs < 0 ? !inputs.empty() : static_cast<int>(inputs.size()) == s.num_inputs,
              s.name, ": expected ",
              s.num_inputs < 0 ? std::string("at least 1") : std::to_string(s.num_inputs),
@@ -112,14 +123,7 @@ std::vector<TensorMeta> infer(const OpSchema& s, std::span<const Tensor> inputs,
   for (const Tensor& t : inputs)
     KILN_CHECK(t.defined(), s.name, ": an input tensor is undefined");
   check_devices(s, inputs);
-  std::vector<TensorMeta> metas;
-  metas.reserve(inputs.size());
-  for (const Tensor& t : inputs)
-    metas.push_back(TensorMeta::of(t));
-  return s.infer(metas, attrs);
 }
-
-} // namespace
 
 DType result_type(std::span<const TensorMeta> operands) {
   Tier dim, zero, wrapped;

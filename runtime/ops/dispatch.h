@@ -26,6 +26,10 @@ inline void dispatch_inplace(Op op, Tensor& self, std::initializer_list<Tensor> 
   dispatch_inplace(op, self, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs);
 }
 
+/// The checks every call of a primitive gets before inference, eager or traced: the tensor
+/// count, the attribute count, defined inputs, one device.
+void check_call(const OpSchema& s, std::span<const Tensor> inputs, const Attrs& attrs);
+
 /// A Scalar operand as a 0-d "wrapped number" tensor (f64, i64 or bool).
 Tensor wrap_scalar(Scalar s);
 
