@@ -44,6 +44,28 @@ template <typename Fn> void each_module_tensor(const nn::Module& m, Fn&& fn) {
 
 } // namespace
 
+void GuardSet::alias_pattern(std::span<const detail::CallArg> args,
+                             std::vector<int64_t>& arg_alias,
+                             std::vector<int64_t>& captured_alias) const {
+  arg_alias.assign(args.size(), kNoAlias);
+  captured_alias.assign(args.size(), kNoAlias);
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].is_tensor || !args[i].tensor.defined()) continue;
+    const auto& st = args[i].tensor.impl().storage;
+    if (st == nullptr) continue;
+    for (size_t j = 0; j < i; ++j)
+      if (args[j].is_tensor && args[j].tensor.defined() && args[j].tensor.impl().storage == st) {
+        arg_alias[i] = static_cast<int64_t>(j);
+        break;
+      }
+    for (size_t c = 0; c < captured_.size(); ++c)
+      if (captured_[c].tensor->storage == st) {
+        captured_alias[i] = static_cast<int64_t>(c);
+        break;
+      }
+  }
+}
+
 GuardSet::TensorMetaGuard GuardSet::meta_of(const TensorImpl& t) {
   return {t.dtype, t.sizes, t.strides, t.device, t.requires_grad};
 }
@@ -91,6 +113,7 @@ GuardSet GuardSet::build(std::span<const detail::CallArg> args, const nn::Module
         g.captured_.push_back({b.captured, b.name, meta_of(*b.captured)});
     g.versions_.assign(host_reads.begin(), host_reads.end());
   }
+  g.alias_pattern(args, g.arg_alias_, g.captured_alias_);
   return g;
 }
 
@@ -141,6 +164,23 @@ std::optional<std::string> GuardSet::check(std::span<const detail::CallArg> args
                          scalar_str(got.scalar));
     }
   }
+  std::vector<int64_t> arg_alias, captured_alias;
+  alias_pattern(args, arg_alias, captured_alias);
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (arg_alias[i] != arg_alias_[i])
+      return detail::str("argument aliasing: tensor argument ", i,
+                         arg_alias_[i] == kNoAlias
+                             ? std::string(" had its own memory")
+                             : detail::str(" shared memory with argument ", arg_alias_[i]),
+                         ", now ",
+                         arg_alias[i] == kNoAlias
+                             ? std::string("it has its own")
+                             : detail::str("it shares memory with argument ", arg_alias[i]));
+    if (captured_alias[i] != captured_alias_[i])
+      return detail::str("argument aliasing: tensor argument ", i,
+                         " now shares memory with a tensor the function captured, or no longer "
+                         "does");
+  }
   for (const CapturedGuard& c : captured_)
     if (auto why = compare(c.meta, *c.tensor))
       return detail::str("captured tensor ", c.name.empty() ? "<unnamed>" : c.name, ": ", *why);
@@ -180,6 +220,10 @@ std::vector<std::string> GuardSet::describe() const {
       out.push_back(detail::str("scalar argument ", i, " == ", kind_str(a.scalar), " ",
                                 scalar_str(a.scalar)));
   }
+  for (size_t i = 0; i < arg_alias_.size(); ++i)
+    if (arg_alias_[i] != kNoAlias)
+      out.push_back(detail::str("tensor argument ", i, " shares memory with argument ",
+                                arg_alias_[i]));
   for (const CapturedGuard& c : captured_)
     out.push_back(detail::str("captured tensor ", c.name.empty() ? "<unnamed>" : c.name, ": ",
                               c.meta.dtype, " sizes ", shape_str(c.meta.sizes)));

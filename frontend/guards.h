@@ -55,6 +55,14 @@ private:
   std::vector<ArgGuard> args_;
   std::vector<CapturedGuard> captured_;
   std::vector<HostReadGuard> versions_;
+  /// Per argument: the first earlier tensor argument sharing its storage (its index), or
+  /// kNoAlias; then likewise against the captured tensors (kNoAlias or the captured index).
+  /// The graph's writes and reads were recorded for this pattern of memory sharing.
+  static constexpr int64_t kNoAlias = -1;
+  std::vector<int64_t> arg_alias_;
+  std::vector<int64_t> captured_alias_;
+  void alias_pattern(std::span<const detail::CallArg> args, std::vector<int64_t>& arg_alias,
+                     std::vector<int64_t>& captured_alias) const;
 };
 
 } // namespace kiln::frontend
