@@ -7,6 +7,7 @@
 // (a whole-base write) or scatters the written elements into it (a write through a view).
 #include "frontend/trace.h"
 
+#include <atomic>
 #include <iostream>
 
 #include "ir/printer.h"
@@ -27,7 +28,7 @@ struct TraceSession::Base {
 };
 
 struct TraceSession::Handle final : TraceHandle {
-  TraceSession* session = nullptr;
+  uint64_t session = 0; // TraceSession::id_: never reused, unlike an address
   int64_t segment = 0;
   std::shared_ptr<Base> base;
   Steps steps;
@@ -97,8 +98,12 @@ void materialize(TensorImpl& impl, const Tensor& r) {
 
 const BreakCode& break_code(HostRead why) { return kCodes[static_cast<size_t>(why)]; }
 
+namespace {
+std::atomic<uint64_t> g_next_session{1};
+}
+
 TraceSession::TraceSession(Options options, CompileGraphFn compile, nn::Module* module)
-    : options_(options), compile_(std::move(compile)) {
+    : options_(options), compile_(std::move(compile)), id_(g_next_session.fetch_add(1)) {
   if (module != nullptr) {
     for (auto& [name, p] : module->named_parameters())
       names_[p.impl_ptr().get()] = name;
@@ -122,7 +127,7 @@ Tensor TraceSession::make_traced(ir::Value* v, std::shared_ptr<Base> base, Steps
   impl->dtype = t.dtype();
   impl->device = t.device();
   auto h = std::make_shared<Handle>();
-  h->session = this;
+  h->session = id_;
   h->segment = segment().id;
   h->seen = base->version;
   h->base = std::move(base);
@@ -185,7 +190,7 @@ ir::Value* TraceSession::value_of(const Tensor& t) {
   const TensorImpl& impl = t.impl();
   if (impl.trace != nullptr) {
     auto* h = dynamic_cast<Handle*>(impl.trace.get());
-    KILN_CHECK(h != nullptr && h->session == this && h->segment == segment().id,
+    KILN_CHECK(h != nullptr && h->session == id_ && h->segment == segment().id,
                "kiln::compile: a traced tensor from another compiled call (or kept from an "
                "earlier one) was used; return tensors from the compiled function instead");
     return current(*h);
@@ -363,7 +368,7 @@ void TraceSession::cut(std::vector<Tensor>* results) {
   auto plan = [&](const std::shared_ptr<TensorImpl>& impl) {
     Plan p{impl, -1, nullptr, {}};
     auto* h = impl->trace ? dynamic_cast<Handle*>(impl->trace.get()) : nullptr;
-    if (h == nullptr || h->session != this || h->segment != s.id) return p;
+    if (h == nullptr || h->session != id_ || h->segment != s.id) return p;
     if (h->base->input != nullptr && h->base->version > 0) {
       p.alias = h->base;
       p.steps = h->steps;

@@ -112,6 +112,7 @@ private:
 
   Options options_;
   CompileGraphFn compile_;
+  uint64_t id_;
   std::unordered_map<const TensorImpl*, std::string> names_;
   std::unique_ptr<Segment> seg_;
   int64_t next_segment_ = 0;

@@ -253,3 +253,16 @@ TEST_CASE("compile: a traced tensor kept past its call is made concrete") {
   KILN_REQUIRE_BITWISE(kept, full({2}, 4.0f));
   CHECK_FALSE(kept.is_traced());
 }
+
+TEST_CASE("compile: a traced tensor kept from a call that failed is a clear error later") {
+  Tensor kept;
+  auto f = compile([&](const Tensor& x) {
+    kept = x * 2;
+    return x.matmul(ones({7, 7})); // fails: [2] x [7, 7]
+  });
+  REQUIRE_THROWS(f(ones({2})));
+  REQUIRE(kept.is_traced());
+  REQUIRE_THROWS_WITH(kept.to_vector<float>(), Catch::Contains("traced tensor"));
+  auto g = compile([&](const Tensor& x) { return x + kept; });
+  REQUIRE_THROWS_WITH(g(ones({2})), Catch::Contains("another compiled call"));
+}
