@@ -23,7 +23,7 @@ namespace {
 constexpr const char* kRunUsage =
     "usage: kiln run MODEL [--mode eager|default|reduce_overhead|max_autotune] [--input SPEC]\n"
     "                [--seed N] [--weights F.safetensors] [--save-weights F.safetensors]\n"
-    "                [--iters N] [--plugin LIB.so --model NAME]\n"
+    "                [--iters N] [--device D] [--plugin LIB.so --model NAME]\n"
     "  Builds MODEL with weights drawn from the seed, makes its input and runs it N times,\n"
     "  eagerly or through kiln::compile. Prints the output's shape and dtype, its sum and\n"
     "  mean, the first call's time (which includes tracing and compiling) and the median of\n"
@@ -31,6 +31,7 @@ constexpr const char* kRunUsage =
     "  an eager run on the same input (exit 1 unless identical bit for bit).\n"
     "  --mode M           eager, default (the default), reduce_overhead or max_autotune\n"
     "  --iters N          calls to make (default 3)\n"
+    "  --device D         where to run: cpu (the default), cuda:N once the CUDA backend is in\n"
     "  --weights F        load a safetensors file into the model (non-strict: missing and\n"
     "                     unexpected keys are warnings, a shape mismatch is an error)\n"
     "  --save-weights F   save the model's weights (after --weights) to a safetensors file\n";
@@ -40,6 +41,7 @@ struct RunOptions {
   uint64_t iters = 3;
   std::string weights;
   std::string save_weights;
+  std::string device;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -209,7 +211,8 @@ int run_main(std::span<const std::string_view> args) {
     std::optional<CommandError> err;
     if (flag_value(args, i, "--mode", o.mode, err) || flag_value(args, i, "--iters", iters, err) ||
         flag_value(args, i, "--weights", o.weights, err) ||
-        flag_value(args, i, "--save-weights", o.save_weights, err) || margs.take(args, i, err)) {
+        flag_value(args, i, "--save-weights", o.save_weights, err) ||
+        flag_value(args, i, "--device", o.device, err) || margs.take(args, i, err)) {
       if (err) return report("run", *err);
       continue;
     }
@@ -232,6 +235,13 @@ int run_main(std::span<const std::string_view> args) {
   ModelInstance inst;
   if (auto err = instantiate(margs, reg, inst)) return report("run", *err);
   try {
+    if (!o.device.empty()) {
+      Device d = Device::parse(o.device);
+      if (d != inst.input.device()) { // moving is an error naming what is missing
+        inst.module->to(d);
+        inst.input = inst.input.to(d);
+      }
+    }
     return run_model_command(o, inst, margs);
   } catch (const Error& e) {
     return report("run", runtime_error(e.message()));
