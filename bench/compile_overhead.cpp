@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,17 +20,31 @@
 
 namespace {
 
-template <typename F> double median_us(F&& f, int reps) {
-  std::vector<double> t;
-  for (int w = 0; w < 5; ++w) f();
-  for (int r = 0; r < reps; ++r) {
-    auto b = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - b)
-                    .count());
-  }
+double median(std::vector<double> t) {
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+/// Median microseconds of each function, timed in turn within every repetition, so that a
+/// machine that speeds up or slows down during the run affects all of them alike.
+std::vector<double> interleaved_us(const std::vector<std::function<void()>>& fns, int reps) {
+  std::vector<std::vector<double>> t(fns.size());
+  for (int w = 0; w < 5; ++w)
+    for (const auto& f : fns) f();
+  for (int r = 0; r < reps; ++r)
+    for (size_t k = 0; k < fns.size(); ++k) {
+      auto b = std::chrono::steady_clock::now();
+      fns[k]();
+      t[k].push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - b).count());
+    }
+  std::vector<double> out;
+  for (auto& v : t) out.push_back(median(v));
+  return out;
+}
+
+template <typename F> double median_us(F&& f, int reps) {
+  return interleaved_us({std::function<void()>(std::forward<F>(f))}, reps)[0];
 }
 
 } // namespace
@@ -55,9 +70,9 @@ int main(int argc, char** argv) {
   });
   auto fresh = compile([&](const Tensor& in) { return run_model(spec, *mp, in); });
 
-  double eager = median_us([&] { run_model(spec, *mp, x); }, reps);
-  double replay = median_us([&] { replayed(x); }, reps);
-  double retrace = median_us([&] { retraced(x); }, reps);
+  std::vector<double> t = interleaved_us(
+      {[&] { run_model(spec, *mp, x); }, [&] { replayed(x); }, [&] { retraced(x); }}, reps);
+  double eager = t[0], replay = t[1], retrace = t[2];
   double first = median_us(
       [&] {
         fresh.reset();
@@ -93,9 +108,9 @@ int main(int argc, char** argv) {
     return y;
   });
   Tensor s = ones({4});
-  double c_eager = median_us([&] { chain(s); }, reps);
-  double c_replay = median_us([&] { chain_replayed(s); }, reps);
-  double c_retrace = median_us([&] { chain_retraced(s); }, reps);
+  std::vector<double> c = interleaved_us(
+      {[&] { chain(s); }, [&] { chain_replayed(s); }, [&] { chain_retraced(s); }}, reps);
+  double c_eager = c[0], c_replay = c[1], c_retrace = c[2];
   int64_t c_ops = chain_replayed.stats().ops;
   std::printf("chain of %lld ops on f32[4]\n", static_cast<long long>(c_ops));
   std::printf("  eager %9.1f us, replayed %9.1f us (%.0f ns per op), re-traced %9.1f us "
