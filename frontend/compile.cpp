@@ -1,5 +1,7 @@
 // CompiledFunction: the entry cache (guards → replay or re-trace), the graph cache
 // (structural hash + equality → executable), recompile limits, stats, logs and dumps.
+#include "frontend/compile.h"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -10,7 +12,6 @@
 #include <map>
 #include <mutex>
 
-#include "frontend/compile.h"
 #include "frontend/executable.h"
 #include "frontend/guards.h"
 #include "frontend/trace.h"
@@ -125,7 +126,8 @@ struct CompiledFunction::State {
       }
     auto start = std::chrono::steady_clock::now();
     int id = g_dump_counter.fetch_add(1);
-    if (wants("graph")) std::cerr << "[kiln graph] traced graph " << id << ":\n" << ir::print(traced);
+    if (wants("graph"))
+      std::cerr << "[kiln graph] traced graph " << id << ":\n" << ir::print(traced);
     dump(id, "traced", traced);
     // A traced graph that fails the verifier is a frontend bug, never the user's.
     if (Expected<void> ok = ir::verify(traced); !ok)
@@ -141,14 +143,13 @@ struct CompiledFunction::State {
     dump(id, "simplified", *g);
     std::vector<size_t> input_map;
     for (const ir::Value* in : g->inputs())
-      input_map.push_back(static_cast<size_t>(
-          std::find(original.begin(), original.end(), in) - original.begin()));
+      input_map.push_back(
+          static_cast<size_t>(std::find(original.begin(), original.end(), in) - original.begin()));
     auto exe = std::make_shared<const Executable>(std::move(g), std::move(input_map));
     bucket.push_back({std::move(key), exe});
     ++stats.compiles;
     stats.compile_ms +=
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count();
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     return exe;
   }
 
@@ -165,8 +166,8 @@ struct CompiledFunction::State {
   std::vector<Tensor> trace(std::span<const detail::CallArg> args, const Body& body,
                             bool add_entry) {
     ++stats.traces;
-    TraceSession session(session_options(false),
-                         [this](const ir::Graph& g) { return compile_graph(g); }, module);
+    TraceSession session(
+        session_options(false), [this](const ir::Graph& g) { return compile_graph(g); }, module);
     std::vector<Tensor> traced = session.begin(tensor_args(args));
     std::vector<Tensor> results;
     {
@@ -181,7 +182,8 @@ struct CompiledFunction::State {
     stats.kernels = session.kernels();
     if (!add_entry) return results;
     const TraceSession::Replay* replay = session.replay().get();
-    Entry e{GuardSet::build(args, module, replay, session.host_reads()), session.replay()};
+    Entry e{GuardSet::build(args, module, replay, session.host_reads(), session.mode_reads()),
+            session.replay()};
     if (wants("guards")) {
       std::cerr << "[kiln guards] entry " << entries.size() << ":\n";
       for (const std::string& line : e.guards.describe())
@@ -271,8 +273,10 @@ std::vector<Tensor> CompiledFunction::call(std::span<const detail::CallArg> args
     std::string why = *s.entries.back().guards.check(args, s.module);
     if (s.stats.recompiles >= s.options.recompile_limit) {
       KILN_CHECK(!s.options.fail_on_recompile, "kiln::compile: recompile limit (",
-                 s.options.recompile_limit, ") reached and fail_on_recompile is set; the guard "
-                 "that failed: ", why);
+                 s.options.recompile_limit,
+                 ") reached and fail_on_recompile is set; the guard "
+                 "that failed: ",
+                 why);
       if (!s.warned) {
         std::cerr << "kiln: warning: a compiled function reached its recompile limit ("
                   << s.options.recompile_limit << "); calls that match no compiled entry now "
@@ -296,9 +300,9 @@ ExplainReport CompiledFunction::explain(std::span<const detail::CallArg> args,
   State scratch;
   scratch.options = s.options;
   scratch.module = s.module;
-  TraceSession session(scratch.session_options(true),
-                       [&scratch](const ir::Graph& g) { return scratch.compile_graph(g); },
-                       s.module);
+  TraceSession session(
+      scratch.session_options(true),
+      [&scratch](const ir::Graph& g) { return scratch.compile_graph(g); }, s.module);
   std::vector<Tensor> traced = session.begin(tensor_args(args));
   std::vector<Tensor> results;
   {
@@ -311,7 +315,8 @@ ExplainReport CompiledFunction::explain(std::span<const detail::CallArg> args,
   for (const TraceSession::GraphInfo& g : session.graphs())
     rep.graphs.push_back({g.ops, g.inputs, g.outputs, g.ir});
   rep.breaks = session.breaks();
-  rep.guards = GuardSet::build(args, s.module, session.replay().get(), session.host_reads())
+  rep.guards = GuardSet::build(args, s.module, session.replay().get(), session.host_reads(),
+                               session.mode_reads())
                    .describe();
   return rep;
 }

@@ -64,13 +64,13 @@ struct CompileStats {
   int64_t compiles = 0;   // graphs compiled (cache misses)
   int64_t recompiles = 0; // traces caused by a failed guard
   std::vector<std::string> recompile_reasons;
-  int64_t cache_hits = 0;      // graphs found already compiled (by structure)
-  int64_t graphs = 0;          // graphs per call, last trace
-  int64_t breaks = 0;          // graph breaks per call, last trace
-  int64_t ops = 0;             // IR nodes captured per call, last trace
-  int64_t kernels = 0;         // kernels and library calls launched per call, last call
-  int64_t eager_calls = 0;     // calls run eagerly past the recompile limit
-  double compile_ms = 0;       // total time spent compiling graphs
+  int64_t cache_hits = 0;  // graphs found already compiled (by structure)
+  int64_t graphs = 0;      // graphs per call, last trace
+  int64_t breaks = 0;      // graph breaks per call, last trace
+  int64_t ops = 0;         // IR nodes captured per call, last trace
+  int64_t kernels = 0;     // kernels and library calls launched per call, last call
+  int64_t eager_calls = 0; // calls run eagerly past the recompile limit
+  double compile_ms = 0;   // total time spent compiling graphs
 };
 
 /// What kiln::explain found: the graphs a call produces, each break and each guard.
@@ -146,7 +146,8 @@ template <typename... Ts> struct Results<std::tuple<Ts...>> {
   static std::tuple<Ts...> unflatten(std::vector<Tensor> v) {
     return [&]<size_t... I>(std::index_sequence<I...>) {
       return std::tuple<Ts...>{std::move(v.at(I))...};
-    }(std::index_sequence_for<Ts...>{});
+    }
+    (std::index_sequence_for<Ts...>{});
   }
 };
 template <> struct Results<std::pair<Tensor, Tensor>> {
@@ -168,7 +169,7 @@ template <typename... Args> constexpr std::array<size_t, sizeof...(Args)> tensor
 template <typename F, typename... Args>
 decltype(auto) invoke_replacing(F& f, std::span<const Tensor> tensors, Args&&... args) {
   constexpr auto slots = tensor_slots<Args...>();
-  return [&]<size_t... I>(std::index_sequence<I...>) -> decltype(auto) {
+  return [&]<size_t... I>(std::index_sequence<I...>)->decltype(auto) {
     auto pick = [&]<size_t J>(auto&& a) -> decltype(auto) {
       if constexpr (is_tensor_v<decltype(a)>)
         return static_cast<const Tensor&>(tensors[slots[J]]);
@@ -176,7 +177,8 @@ decltype(auto) invoke_replacing(F& f, std::span<const Tensor> tensors, Args&&...
         return std::forward<decltype(a)>(a);
     };
     return f(pick.template operator()<I>(std::forward<Args>(args))...);
-  }(std::index_sequence_for<Args...>{});
+  }
+  (std::index_sequence_for<Args...>{});
 }
 
 } // namespace detail
@@ -232,8 +234,8 @@ public:
   template <typename... Args> ExplainReport explain(Args&&... args) const {
     std::array<detail::CallArg, sizeof...(Args)> call_args{detail::to_call_arg(args)...};
     CompiledFunction::Body body = [&](std::span<const Tensor> tensors) {
-      using R =
-          std::decay_t<decltype(detail::invoke_replacing(f_, tensors, std::forward<Args>(args)...))>;
+      using R = std::decay_t<decltype(detail::invoke_replacing(f_, tensors,
+                                                               std::forward<Args>(args)...))>;
       if constexpr (std::is_void_v<R>) {
         detail::invoke_replacing(f_, tensors, args...);
         return std::vector<Tensor>{};
@@ -264,8 +266,8 @@ auto compile(M& module, CompileOptions options = {}) {
 
 /// Compiles a callable (lambda, function pointer, functor).
 template <typename F>
-requires(!std::derived_from<std::decay_t<F>, nn::Module>)
-auto compile(F&& fn, CompileOptions options = {}) {
+requires(!std::derived_from<std::decay_t<F>, nn::Module>) auto compile(
+    F&& fn, CompileOptions options = {}) {
   return Compiled<std::decay_t<F>>(std::forward<F>(fn), std::move(options));
 }
 

@@ -66,7 +66,8 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
   for (const auto& [s, t] : constants_)
     slots[s] = t;
   for (auto [s, k] : inputs_) {
-    KILN_ASSERT(k < inputs.size() && inputs[k].defined(), "input ", k, " of a compiled graph is unbound");
+    KILN_ASSERT(k < inputs.size() && inputs[k].defined(), "input ", k,
+                " of a compiled graph is unbound");
     slots[s] = inputs[k];
   }
   std::vector<Tensor> operands;

@@ -39,8 +39,8 @@ private:
   std::vector<std::pair<size_t, Tensor>> constants_; // slot, data
   std::vector<std::pair<size_t, size_t>> inputs_;    // slot, caller input index
   std::vector<Step> steps_;
-  std::vector<size_t> outputs_;                    // slots
-  std::vector<std::pair<size_t, size_t>> writes_;  // target slot, source slot
+  std::vector<size_t> outputs_;                   // slots
+  std::vector<std::pair<size_t, size_t>> writes_; // target slot, source slot
   int64_t kernels_ = 0;
 };
 

@@ -44,8 +44,7 @@ template <typename Fn> void each_module_tensor(const nn::Module& m, Fn&& fn) {
 
 } // namespace
 
-void GuardSet::alias_pattern(std::span<const detail::CallArg> args,
-                             std::vector<int64_t>& arg_alias,
+void GuardSet::alias_pattern(std::span<const detail::CallArg> args, std::vector<int64_t>& arg_alias,
                              std::vector<int64_t>& captured_alias) const {
   arg_alias.assign(args.size(), kNoAlias);
   captured_alias.assign(args.size(), kNoAlias);
@@ -71,14 +70,12 @@ GuardSet::TensorMetaGuard GuardSet::meta_of(const TensorImpl& t) {
 }
 
 std::optional<std::string> GuardSet::compare(const TensorMetaGuard& want, const TensorImpl& got) {
-  if (want.dtype != got.dtype)
-    return detail::str("dtype ", want.dtype, " became ", got.dtype);
+  if (want.dtype != got.dtype) return detail::str("dtype ", want.dtype, " became ", got.dtype);
   if (want.sizes != got.sizes)
     return detail::str("sizes ", shape_str(want.sizes), " became ", shape_str(got.sizes));
   if (want.strides != got.strides)
     return detail::str("strides ", shape_str(want.strides), " became ", shape_str(got.strides));
-  if (want.device != got.device)
-    return detail::str("device ", want.device, " became ", got.device);
+  if (want.device != got.device) return detail::str("device ", want.device, " became ", got.device);
   if (want.requires_grad != got.requires_grad)
     return detail::str("requires_grad ", want.requires_grad ? "true" : "false", " became ",
                        got.requires_grad ? "true" : "false");
@@ -87,9 +84,11 @@ std::optional<std::string> GuardSet::compare(const TensorMetaGuard& want, const 
 
 GuardSet GuardSet::build(std::span<const detail::CallArg> args, const nn::Module* module,
                          const TraceSession::Replay* replay,
-                         std::span<const HostReadGuard> host_reads) {
+                         std::span<const HostReadGuard> host_reads,
+                         std::span<const ModeReadGuard> mode_reads) {
   GuardSet g;
   g.grad_enabled_ = is_grad_enabled();
+  g.modes_.assign(mode_reads.begin(), mode_reads.end());
   if (module != nullptr) {
     g.has_module_ = true;
     for (auto& [name, m] : module->named_modules())
@@ -122,6 +121,10 @@ std::optional<std::string> GuardSet::check(std::span<const detail::CallArg> args
   if (is_grad_enabled() != grad_enabled_)
     return detail::str("grad mode: ", grad_enabled_ ? "enabled" : "disabled", " became ",
                        grad_enabled_ ? "disabled" : "enabled");
+  for (const ModeReadGuard& m : modes_)
+    if (*m.flag != m.training)
+      return detail::str("module mode: ", m.name, " was ", m.training ? "train" : "eval", ", now ",
+                         *m.flag ? "train" : "eval");
   if (has_module_) {
     size_t k = 0;
     for (auto& [name, m] : module->named_modules()) {
@@ -152,8 +155,8 @@ std::optional<std::string> GuardSet::check(std::span<const detail::CallArg> args
     const ArgGuard& want = args_[i];
     const detail::CallArg& got = args[i];
     if (want.is_tensor != got.is_tensor)
-      return detail::str("argument ", i, ": a ", want.is_tensor ? "tensor" : "scalar",
-                         " became a ", got.is_tensor ? "tensor" : "scalar");
+      return detail::str("argument ", i, ": a ", want.is_tensor ? "tensor" : "scalar", " became a ",
+                         got.is_tensor ? "tensor" : "scalar");
     if (want.is_tensor) {
       if (!got.tensor.defined()) return detail::str("tensor argument ", i, ": undefined");
       if (auto why = compare(want.meta, got.tensor.impl()))
@@ -168,14 +171,13 @@ std::optional<std::string> GuardSet::check(std::span<const detail::CallArg> args
   alias_pattern(args, arg_alias, captured_alias);
   for (size_t i = 0; i < args.size(); ++i) {
     if (arg_alias[i] != arg_alias_[i])
-      return detail::str("argument aliasing: tensor argument ", i,
-                         arg_alias_[i] == kNoAlias
-                             ? std::string(" had its own memory")
-                             : detail::str(" shared memory with argument ", arg_alias_[i]),
-                         ", now ",
-                         arg_alias[i] == kNoAlias
-                             ? std::string("it has its own")
-                             : detail::str("it shares memory with argument ", arg_alias[i]));
+      return detail::str(
+          "argument aliasing: tensor argument ", i,
+          arg_alias_[i] == kNoAlias ? std::string(" had its own memory")
+                                    : detail::str(" shared memory with argument ", arg_alias_[i]),
+          ", now ",
+          arg_alias[i] == kNoAlias ? std::string("it has its own")
+                                   : detail::str("it shares memory with argument ", arg_alias[i]));
     if (captured_alias[i] != captured_alias_[i])
       return detail::str("argument aliasing: tensor argument ", i,
                          " now shares memory with a tensor the function captured, or no longer "
@@ -206,9 +208,13 @@ std::vector<std::string> GuardSet::describe() const {
   else
     for (auto& [name, training] : training_)
       out.push_back(detail::str("module ", name, " is in ", training ? "train" : "eval", " mode"));
+  if (training_.empty())
+    for (const ModeReadGuard& m : modes_)
+      out.push_back(detail::str("module ", m.name, " (whose mode the code read) is in ",
+                                m.training ? "train" : "eval", " mode"));
   if (has_module_)
-    out.push_back(detail::str("module parameters and buffers are the same ",
-                              module_tensors_.size(), " tensors (identity)"));
+    out.push_back(detail::str("module parameters and buffers are the same ", module_tensors_.size(),
+                              " tensors (identity)"));
   for (size_t i = 0; i < args_.size(); ++i) {
     const ArgGuard& a = args_[i];
     if (a.is_tensor)
@@ -222,8 +228,8 @@ std::vector<std::string> GuardSet::describe() const {
   }
   for (size_t i = 0; i < arg_alias_.size(); ++i)
     if (arg_alias_[i] != kNoAlias)
-      out.push_back(detail::str("tensor argument ", i, " shares memory with argument ",
-                                arg_alias_[i]));
+      out.push_back(
+          detail::str("tensor argument ", i, " shares memory with argument ", arg_alias_[i]));
   for (const CapturedGuard& c : captured_)
     out.push_back(detail::str("captured tensor ", c.name.empty() ? "<unnamed>" : c.name, ": ",
                               c.meta.dtype, " sizes ", shape_str(c.meta.sizes)));

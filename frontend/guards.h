@@ -19,7 +19,8 @@ public:
   /// not re-run the code that depended on them).
   static GuardSet build(std::span<const detail::CallArg> args, const nn::Module* module,
                         const TraceSession::Replay* replay,
-                        std::span<const HostReadGuard> host_reads);
+                        std::span<const HostReadGuard> host_reads,
+                        std::span<const ModeReadGuard> mode_reads);
 
   /// The first guard that fails for this call ("tensor argument 0: sizes [1, 784] became
   /// [2, 784]"), or nullopt when all hold.
@@ -55,6 +56,7 @@ private:
   std::vector<ArgGuard> args_;
   std::vector<CapturedGuard> captured_;
   std::vector<HostReadGuard> versions_;
+  std::vector<ModeReadGuard> modes_;
   /// Per argument: the first earlier tensor argument sharing its storage (its index), or
   /// kNoAlias; then likewise against the captured tensors (kNoAlias or the captured index).
   /// The graph's writes and reads were recorded for this pattern of memory sharing.

@@ -63,8 +63,8 @@ std::string ExplainReport::to_json() const {
 
 ExplainReport ExplainReport::from_json(std::string_view text) {
   json::Value root = json::parse(text, "explain report");
-  KILN_CHECK(str_member(root, "schema") == "kiln.explain/1",
-             "explain report: unknown schema '", str_member(root, "schema"), "'");
+  KILN_CHECK(str_member(root, "schema") == "kiln.explain/1", "explain report: unknown schema '",
+             str_member(root, "schema"), "'");
   ExplainReport r;
   for (const json::Value& g : member(root, "graphs", json::Value::Type::array).array)
     r.graphs.push_back({int_member(g, "ops"), int_member(g, "inputs"), int_member(g, "outputs"),
@@ -87,8 +87,8 @@ std::string ExplainReport::str() const {
   os << graph_count() << (graph_count() == 1 ? " graph, " : " graphs, ") << break_count()
      << (break_count() == 1 ? " graph break\n" : " graph breaks\n");
   for (size_t i = 0; i < graphs.size(); ++i)
-    os << "  graph " << i << ": " << graphs[i].ops << " ops, " << graphs[i].inputs
-       << " inputs, " << graphs[i].outputs << " outputs\n";
+    os << "  graph " << i << ": " << graphs[i].ops << " ops, " << graphs[i].inputs << " inputs, "
+       << graphs[i].outputs << " outputs\n";
   if (!breaks.empty()) os << "breaks:\n";
   for (size_t i = 0; i < breaks.size(); ++i) {
     const GraphBreak& b = breaks[i];

@@ -37,7 +37,8 @@ struct TraceSession::Handle final : TraceHandle {
 };
 
 struct TraceSession::Segment {
-  explicit Segment(int64_t i) : id(i), graph(std::make_unique<ir::Graph>("graph" + std::to_string(i))) {}
+  explicit Segment(int64_t i)
+      : id(i), graph(std::make_unique<ir::Graph>("graph" + std::to_string(i))) {}
   int64_t id;
   std::unique_ptr<ir::Graph> graph;
   std::vector<InputBinding> bindings; // per graph input
@@ -109,6 +110,8 @@ TraceSession::TraceSession(Options options, CompileGraphFn compile, nn::Module* 
       names_[p.impl_ptr().get()] = name;
     for (auto& [name, b] : module->named_buffers())
       names_[b.impl_ptr().get()] = name;
+    for (auto& [name, m] : module->named_modules())
+      module_names_[m] = name.empty() ? "<root>" : name;
   }
 }
 
@@ -165,9 +168,9 @@ std::shared_ptr<TraceSession::Base> TraceSession::capture(const Tensor& t) {
   const TensorImpl* key = t.impl_ptr().get();
   if (auto it = s.captured.find(key); it != s.captured.end()) return it->second;
   auto name = names_.find(key);
-  ir::Value* in = s.graph->add_input(ir::Type::from_meta(TensorMeta::of(t)),
-                                     ir::InputKind::parameter,
-                                     name != names_.end() ? name->second : "");
+  ir::Value* in =
+      s.graph->add_input(ir::Type::from_meta(TensorMeta::of(t)), ir::InputKind::parameter,
+                         name != names_.end() ? name->second : "");
   s.bindings.push_back({InputBinding::Kind::captured, 0, t.impl_ptr(), in->name()});
   s.bound.push_back(t);
   auto base = std::make_shared<Base>(Base{in, 0, in, s.bound.size() - 1, t});
@@ -312,6 +315,13 @@ bool TraceSession::pending(const TensorImpl& impl) {
   return false;
 }
 
+void TraceSession::module_mode_read(const nn::Module& m, const std::shared_ptr<const bool>& flag) {
+  for (const ModeReadGuard& g : mode_reads_)
+    if (g.flag == flag) return;
+  auto name = module_names_.find(&m);
+  mode_reads_.push_back({flag, *flag, name != module_names_.end() ? name->second : m.name()});
+}
+
 void TraceSession::host_read(const Tensor* t, HostRead why) {
   bool must_break = why == HostRead::explicit_break || why == HostRead::eager_region;
   std::string what;
@@ -336,8 +346,8 @@ void TraceSession::host_read(const Tensor* t, HostRead why) {
     const GraphBreak& b = breaks().back();
     if (options_.log_breaks) std::cerr << "[kiln graph_breaks] " << b.str() << "\n";
     if (options_.fullgraph)
-      throw Error("graph break in a fullgraph compile: " + b.str() +
-                  "; see docs/graph-breaks.md#" + std::string(c.code));
+      throw Error("graph break in a fullgraph compile: " + b.str() + "; see docs/graph-breaks.md#" +
+                  std::string(c.code));
   }
   cut(nullptr);
 }
@@ -404,8 +414,8 @@ void TraceSession::cut(std::vector<Tensor>* results) {
   std::shared_ptr<const Executable> exe;
   std::vector<Tensor> outs;
   if (s.nodes > 0 || !g.writes().empty()) {
-    GraphInfo info{s.nodes, static_cast<int64_t>(g.num_inputs()),
-                   static_cast<int64_t>(g.num_outputs()), {}};
+    GraphInfo info{
+        s.nodes, static_cast<int64_t>(g.num_inputs()), static_cast<int64_t>(g.num_outputs()), {}};
     if (options_.keep_ir) info.ir = ir::print(g);
     exe = compile_(g);
     graphs_.push_back(std::move(info));

@@ -36,6 +36,14 @@ struct HostReadGuard {
   std::string name;
 };
 
+/// A module whose train/eval mode the traced code read: replaying is valid only while the
+/// mode is unchanged (held by the flag, which outlives the module if need be).
+struct ModeReadGuard {
+  std::shared_ptr<const bool> flag;
+  bool training = false;
+  std::string name;
+};
+
 /// Compiles (or finds) the executable of a traced graph; supplied by CompiledFunction.
 using CompileGraphFn = std::function<std::shared_ptr<const Executable>(const ir::Graph& traced)>;
 
@@ -44,7 +52,7 @@ public:
   struct Options {
     bool fullgraph = false;
     bool log_breaks = false;
-    bool keep_ir = false;         // keep each graph's text (explain)
+    bool keep_ir = false;          // keep each graph's text (explain)
     bool record_locations = false; // give nodes the user's file:line (logs and dumps)
   };
 
@@ -60,6 +68,7 @@ public:
   std::vector<Tensor> record(Op op, std::span<const Tensor> inputs, const Attrs& attrs,
                              std::span<Tensor> out) override;
   void host_read(const Tensor* t, HostRead why) override;
+  void module_mode_read(const nn::Module& m, const std::shared_ptr<const bool>& flag) override;
 
   // What the trace found (valid after finish).
   /// The breaks, with their locations (symbolised on the first call).
@@ -73,6 +82,7 @@ public:
   int64_t ops() const { return ops_; }
   int64_t kernels() const { return kernels_; }
   const std::vector<HostReadGuard>& host_reads() const { return host_reads_; }
+  const std::vector<ModeReadGuard>& mode_reads() const { return mode_reads_; }
 
   /// For a call without breaks: everything needed to run it again without the user's code.
   struct Replay {
@@ -120,6 +130,8 @@ private:
   mutable std::vector<CallStack> break_stacks_; // not yet symbolised
   std::vector<GraphInfo> graphs_;
   std::vector<HostReadGuard> host_reads_;
+  std::vector<ModeReadGuard> mode_reads_;
+  std::unordered_map<const nn::Module*, std::string> module_names_;
   int64_t ops_ = 0;
   int64_t kernels_ = 0;
   size_t num_args_ = 0;

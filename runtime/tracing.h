@@ -3,6 +3,7 @@
 // of tensor data is reported (a graph break when the data is not yet computed).
 #pragma once
 
+#include <memory>
 #include <span>
 #include <string_view>
 #include <type_traits>
@@ -12,6 +13,10 @@
 #include "runtime/ops/op.h"
 
 namespace kiln {
+
+namespace nn {
+class Module;
+}
 
 /// Why the host needs tensor data: each is a graph-break cause (docs/graph-breaks.md).
 enum class HostRead : uint8_t {
@@ -37,6 +42,9 @@ public:
   /// The host is about to read `t`'s data (t may be null for graph_break/eager_region). When
   /// the data is pending, the graph is cut and run first, and `t` is concrete on return.
   virtual void host_read(const Tensor* t, HostRead why) = 0;
+  /// The traced code asked module m whether it is training (dropout, batch norm do): the
+  /// trace holds only while *flag keeps its value.
+  virtual void module_mode_read(const nn::Module& m, const std::shared_ptr<const bool>& flag) = 0;
 };
 
 /// The tracer active on this thread, or null.

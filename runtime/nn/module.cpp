@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "runtime/tracing.h"
 #include "runtime/error.h"
 
 namespace kiln::nn {
@@ -156,8 +157,14 @@ std::vector<std::pair<std::string, Module*>> Module::named_modules() const {
   return out;
 }
 
+bool Module::is_training() const {
+  if (Tracer* t = active_tracer()) [[unlikely]]
+    t->module_mode_read(*this, training_);
+  return *training_;
+}
+
 Module& Module::train(bool on) {
-  training_ = on;
+  *training_ = on;
   for (const Child& c : children_)
     c.module->train(on);
   return *this;

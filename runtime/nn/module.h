@@ -95,7 +95,10 @@ public:
   /// Sets training mode here and in every descendant (dropout, batch norm statistics).
   Module& train(bool on = true);
   Module& eval() { return train(false); }
-  bool is_training() const { return training_; }
+  /// Under kiln::compile, reading the mode is recorded: the compiled entry is guarded on it.
+  bool is_training() const;
+  /// The mode flag itself, shared so that a guard can hold it past the module's lifetime.
+  std::shared_ptr<const bool> training_flag() const { return training_; }
 
   // ---- conversion ----
   /// Converts floating parameters and buffers to dtype (integer buffers such as
@@ -152,7 +155,7 @@ private:
   std::vector<std::pair<std::string, Tensor*>> params_;
   std::vector<std::pair<std::string, Tensor*>> buffers_;
   std::vector<Child> children_;
-  bool training_ = true;
+  std::shared_ptr<bool> training_ = std::make_shared<bool>(true);
 };
 
 /// PyTorch's module repr: "MLP(\n  (fc1): Linear(in_features=784, ...)\n  ...\n)".

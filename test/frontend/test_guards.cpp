@@ -90,7 +90,7 @@ TEST_CASE("guards: module train/eval mode") {
   Tensor x = randn({4, 3});
   expect_one_recompile(
       cm, [&] { manual_seed(3); return cm(x); }, [&] { net.train(); },
-      [&] { manual_seed(3); return net.forward(x); }, "module mode: <root> was eval, now train");
+      [&] { manual_seed(3); return net.forward(x); }, "module mode: drop was eval, now train");
 }
 
 TEST_CASE("guards: parameter identity (a re-assigned member)") {
@@ -192,4 +192,15 @@ TEST_CASE("guards: arguments that share memory") {
   g(z, z);
   KILN_REQUIRE_BITWISE(g(z, z), z + z);
   CHECK(g.stats().replays == 1);
+}
+
+TEST_CASE("guards: the mode of a module a lambda reaches is guarded when the code reads it") {
+  Net net;
+  net.eval();
+  auto f = compile([&](const Tensor& x) { return net.forward(x); }); // no module given
+  manual_seed(2);
+  Tensor x = randn({4, 3});
+  expect_one_recompile(
+      f, [&] { manual_seed(3); return f(x); }, [&] { net.train(); },
+      [&] { manual_seed(3); return net.forward(x); }, "module mode: Dropout was eval, now train");
 }
