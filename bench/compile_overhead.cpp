@@ -30,7 +30,8 @@ double median(std::vector<double> t) {
 std::vector<double> interleaved_us(const std::vector<std::function<void()>>& fns, int reps) {
   std::vector<std::vector<double>> t(fns.size());
   for (int w = 0; w < 5; ++w)
-    for (const auto& f : fns) f();
+    for (const auto& f : fns)
+      f();
   for (int r = 0; r < reps; ++r)
     for (size_t k = 0; k < fns.size(); ++k) {
       auto b = std::chrono::steady_clock::now();
@@ -39,7 +40,8 @@ std::vector<double> interleaved_us(const std::vector<std::function<void()>>& fns
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - b).count());
     }
   std::vector<double> out;
-  for (auto& v : t) out.push_back(median(v));
+  for (auto& v : t)
+    out.push_back(median(v));
   return out;
 }
 
@@ -98,7 +100,8 @@ int main(int argc, char** argv) {
   constexpr int kChain = 200;
   auto chain = [](const Tensor& in) {
     Tensor y = in;
-    for (int k = 0; k < kChain; ++k) y = y * 1.0001f + 0.5f;
+    for (int k = 0; k < kChain; ++k)
+      y = y * 1.0001f + 0.5f;
     return y;
   };
   auto chain_replayed = compile(chain);

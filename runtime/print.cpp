@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/tracing.h"
 #include "runtime/tensor.h"
+#include "runtime/tracing.h"
 
 namespace kiln {
 namespace {

@@ -2,8 +2,8 @@
 #include <cstring>
 
 #include "runtime/ops.h"
-#include "runtime/tracing.h"
 #include "runtime/ops/dispatch.h"
+#include "runtime/tracing.h"
 
 namespace kiln {
 namespace {
@@ -92,7 +92,7 @@ template <typename T> Tensor tensor(const std::vector<T>& values, IntList shape)
              " values don't fill shape ", shape_str(sizes), " (", n, " elements)");
   Tensor out = make_tensor(sizes, dtype_of_v<T>);
   if (values.empty()) return out;
-  TracerScope untraced(nullptr); // filling a fresh tensor is no host read of traced data
+  TracerScope untraced(nullptr);           // filling a fresh tensor is no host read of traced data
   if constexpr (std::is_same_v<T, bool>) { // std::vector<bool> packs bits
     auto* p = static_cast<bool*>(out.raw_data());
     for (size_t i = 0; i < values.size(); ++i)

@@ -9,8 +9,8 @@
 #include <set>
 #include <sstream>
 
-#include "runtime/tracing.h"
 #include "runtime/error.h"
+#include "runtime/tracing.h"
 
 namespace kiln::nn {
 namespace {

@@ -12,7 +12,8 @@ namespace kiln::testing {
 inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
   Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.raw_data(), cb.raw_data(), static_cast<size_t>(ca.numel() * ca.itemsize())) == 0;
+  return std::memcmp(ca.raw_data(), cb.raw_data(),
+                     static_cast<size_t>(ca.numel() * ca.itemsize())) == 0;
 }
 
 /// Evaluates each side once (a compiled call counts in the stats).

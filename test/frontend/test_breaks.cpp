@@ -102,8 +102,8 @@ TEST_CASE("breaks: nonzero") {
 
 TEST_CASE("breaks: masked_select") {
   int line = __LINE__ + 2;
-  expect_one_break(
-      [](const Tensor& x) { return masked_select(x * 2, x > 0).sum() + x.sum(); }, "KB007", line);
+  expect_one_break([](const Tensor& x) { return masked_select(x * 2, x > 0).sum() + x.sum(); },
+                   "KB007", line);
 }
 
 TEST_CASE("breaks: graph_break()") {

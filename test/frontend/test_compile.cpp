@@ -32,7 +32,9 @@ TEST_CASE("compile: results of every supported kind") {
   auto [e, s] = pair(a);
   KILN_REQUIRE_BITWISE(e, a.exp());
   KILN_REQUIRE_BITWISE(s, a.sum());
-  auto tup = compile([](const Tensor& x) { return std::tuple<Tensor, Tensor, Tensor>{x, -x, x.t()}; });
+  auto tup = compile([](const Tensor& x) {
+    return std::tuple<Tensor, Tensor, Tensor>{x, -x, x.t()};
+  });
   for (int i = 0; i < 2; ++i) { // trace, then replay
     auto [x, n, t] = tup(a);
     KILN_REQUIRE_BITWISE(x, a);
@@ -84,12 +86,12 @@ TEST_CASE("compile: scalar arguments are baked in and guarded by value") {
 TEST_CASE("compile: in-place writes to arguments happen as in eager code") {
   auto fn = [](const Tensor& x, const Tensor& y) {
     Tensor a = x;
-    a.add_(y);                        // whole-tensor write to an argument
-    a.slice(0, 1, 3).mul_(10);         // write through a view
+    a.add_(y);                 // whole-tensor write to an argument
+    a.slice(0, 1, 3).mul_(10); // write through a view
     Tensor t = a.t();
-    t.select(0, 0).fill_(-1);          // write through a transposed view: column 0 of a
+    t.select(0, 0).fill_(-1); // write through a transposed view: column 0 of a
     Tensor z = y.clone();
-    z.relu_();                         // write to an intermediate
+    z.relu_(); // write to an intermediate
     return z + a.sum({0});
   };
   manual_seed(3);
@@ -141,7 +143,7 @@ TEST_CASE("compile: parameters changed in place between calls are seen") {
   KILN_REQUIRE_BITWISE(cm(x), lin.forward(x));
   {
     NoGradGuard g;
-    lin.weight.mul_(0.5);           // an optimizer-style step
+    lin.weight.mul_(0.5); // an optimizer-style step
     lin.bias.add_(1.0);
   }
   Tensor eager = lin.forward(x);
@@ -174,7 +176,9 @@ TEST_CASE("compile: module buffers written in train mode match eager over severa
 }
 
 TEST_CASE("compile: random ops draw the same numbers as eager") {
-  auto fn = [](const Tensor& x) { return x + randn(x.sizes()) + rand(x.sizes()) * dropout(x, 0.5, true); };
+  auto fn = [](const Tensor& x) {
+    return x + randn(x.sizes()) + rand(x.sizes()) * dropout(x, 0.5, true);
+  };
   auto f = compile(fn);
   Tensor x = ones({64});
   for (int i = 0; i < 3; ++i) { // trace, replay, replay
@@ -223,8 +227,8 @@ TEST_CASE("compile: errors in traced code name the op, the shapes and the caller
     f(a, b);
     FAIL("no error");
   } catch (const Error& e) {
-    CHECK_THAT(e.message(), Catch::Contains("matmul") && Catch::Contains("[2, 3]") &&
-                                Catch::Contains("[4, 5]"));
+    CHECK_THAT(e.message(),
+               Catch::Contains("matmul") && Catch::Contains("[2, 3]") && Catch::Contains("[4, 5]"));
     CHECK_THAT(e.location(), Catch::Contains("test_compile.cpp"));
   }
   // The function still works afterwards.

@@ -14,7 +14,7 @@ using namespace kiln;
 namespace {
 Tensor branchy(const Tensor& x) {
   Tensor h = x.exp();
-  if (h.sum() > 1) h = h * 2; // KB003
+  if (h.sum() > 1) h = h * 2;    // KB003
   Tensor idx = nonzero(h > 1.5); // KB006
   return h + static_cast<float>(idx.size(0));
 }
@@ -71,7 +71,7 @@ TEST_CASE("explain: a function without breaks, and its traced IR parses") {
   CHECK(rep.break_count() == 0);
   CHECK_THAT(rep.graphs[0].ir, Catch::Contains("matmul(") && Catch::Contains("weight"));
   CHECK_THAT(rep.str(), Catch::Contains("1 graph, 0 graph breaks") &&
-                           Catch::Contains(std::to_string(rep.guards.size()) + " guards:"));
+                            Catch::Contains(std::to_string(rep.guards.size()) + " guards:"));
   // The text is .kir: it parses back into a graph that verifies.
   Expected<std::unique_ptr<ir::Graph>> g = ir::parse_graph(rep.graphs[0].ir);
   REQUIRE(static_cast<bool>(g));

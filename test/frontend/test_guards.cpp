@@ -7,10 +7,10 @@ namespace {
 
 // After a first call, `change` makes the next call fail exactly one guard: one recompile,
 // whose reason contains `reason`; calling again in the new state replays.
-template <typename F> void expect_one_recompile(F& f, const std::function<Tensor()>& call,
-                                                const std::function<void()>& change,
-                                                const std::function<Tensor()>& eager,
-                                                const std::string& reason) {
+template <typename F>
+void expect_one_recompile(F& f, const std::function<Tensor()>& call,
+                          const std::function<void()>& change, const std::function<Tensor()>& eager,
+                          const std::string& reason) {
   KILN_REQUIRE_BITWISE(call(), eager());
   KILN_REQUIRE_BITWISE(call(), eager());
   CHECK(f.stats().recompiles == 0);
@@ -32,23 +32,33 @@ TEST_CASE("guards: tensor argument metadata") {
   Tensor x = randn({4, 3});
   SECTION("dtype") {
     auto f = compile(fn);
-    expect_one_recompile(f, [&] { return f(x); }, [&] { x = x.to(DType::f64); },
-                         [&] { return fn(x); }, "tensor argument 0: dtype f32 became f64");
+    expect_one_recompile(
+        f, [&] { return f(x); }, [&] { x = x.to(DType::f64); }, [&] { return fn(x); },
+        "tensor argument 0: dtype f32 became f64");
   }
   SECTION("sizes") {
     auto f = compile(fn);
-    expect_one_recompile(f, [&] { return f(x); }, [&] { x = randn({5, 3}); },
-                         [&] { return fn(x); }, "sizes [4, 3] became [5, 3]");
+    expect_one_recompile(
+        f, [&] { return f(x); },
+        [&] {
+          x = randn({5, 3});
+        },
+        [&] { return fn(x); }, "sizes [4, 3] became [5, 3]");
   }
   SECTION("strides") {
     auto f = compile(fn);
-    expect_one_recompile(f, [&] { return f(x); }, [&] { x = randn({3, 4}).t(); },
-                         [&] { return fn(x); }, "strides [3, 1] became [1, 4]");
+    expect_one_recompile(
+        f, [&] { return f(x); },
+        [&] {
+          x = randn({3, 4}).t();
+        },
+        [&] { return fn(x); }, "strides [3, 1] became [1, 4]");
   }
   SECTION("requires_grad") {
     auto f = compile(fn);
-    expect_one_recompile(f, [&] { return f(x); }, [&] { x.requires_grad_(); },
-                         [&] { return fn(x); }, "requires_grad false became true");
+    expect_one_recompile(
+        f, [&] { return f(x); }, [&] { x.requires_grad_(); }, [&] { return fn(x); },
+        "requires_grad false became true");
   }
 }
 
@@ -57,8 +67,9 @@ TEST_CASE("guards: scalar arguments") {
   auto f = compile(fn);
   Tensor x = ones({2});
   int64_t k = 1;
-  expect_one_recompile(f, [&] { return f(x, k); }, [&] { k = 2; }, [&] { return fn(x, k); },
-                       "scalar argument 1: int 1 became int 2");
+  expect_one_recompile(
+      f, [&] { return f(x, k); }, [&] { k = 2; }, [&] { return fn(x, k); },
+      "scalar argument 1: int 1 became int 2");
 }
 
 TEST_CASE("guards: grad mode") {
@@ -66,8 +77,9 @@ TEST_CASE("guards: grad mode") {
   auto f = compile(fn);
   Tensor x = ones({2});
   std::optional<NoGradGuard> g;
-  expect_one_recompile(f, [&] { return f(x); }, [&] { g.emplace(); }, [&] { return fn(x); },
-                       "grad mode: enabled became disabled");
+  expect_one_recompile(
+      f, [&] { return f(x); }, [&] { g.emplace(); }, [&] { return fn(x); },
+      "grad mode: enabled became disabled");
 }
 
 namespace {
@@ -89,8 +101,17 @@ TEST_CASE("guards: module train/eval mode") {
   manual_seed(2);
   Tensor x = randn({4, 3});
   expect_one_recompile(
-      cm, [&] { manual_seed(3); return cm(x); }, [&] { net.train(); },
-      [&] { manual_seed(3); return net.forward(x); }, "module mode: drop was eval, now train");
+      cm,
+      [&] {
+        manual_seed(3);
+        return cm(x);
+      },
+      [&] { net.train(); },
+      [&] {
+        manual_seed(3);
+        return net.forward(x);
+      },
+      "module mode: drop was eval, now train");
 }
 
 TEST_CASE("guards: parameter identity (a re-assigned member)") {
@@ -113,8 +134,8 @@ TEST_CASE("guards: the version of a tensor read on the host while tracing") {
   auto fn = [&](const Tensor& x) { return flag.item<float>() > 0 ? x * 2 : x * -2; };
   auto f = compile(fn);
   Tensor x = arange(0, 3).to(DType::f32);
-  expect_one_recompile(f, [&] { return f(x); }, [&] { flag.fill_(-1); }, [&] { return fn(x); },
-                       "tensor version");
+  expect_one_recompile(
+      f, [&] { return f(x); }, [&] { flag.fill_(-1); }, [&] { return fn(x); }, "tensor version");
   CHECK(f.stats().breaks == 0); // a concrete tensor's read is not a break
 }
 
@@ -123,8 +144,9 @@ TEST_CASE("guards: captured tensor metadata") {
   auto fn = [&](const Tensor& x) { return linear(x, lin.weight, lin.bias); };
   auto f = compile(fn); // a lambda: parameters are captured tensors, guarded by metadata
   Tensor x = ones({1, 3});
-  expect_one_recompile(f, [&] { return f(x); }, [&] { lin.weight.requires_grad_(false); },
-                       [&] { return fn(x); }, "captured tensor");
+  expect_one_recompile(
+      f, [&] { return f(x); }, [&] { lin.weight.requires_grad_(false); }, [&] { return fn(x); },
+      "captured tensor");
 }
 
 TEST_CASE("guards: recompile limit runs eagerly with one warning, or fails") {
@@ -201,6 +223,15 @@ TEST_CASE("guards: the mode of a module a lambda reaches is guarded when the cod
   manual_seed(2);
   Tensor x = randn({4, 3});
   expect_one_recompile(
-      f, [&] { manual_seed(3); return f(x); }, [&] { net.train(); },
-      [&] { manual_seed(3); return net.forward(x); }, "module mode: Dropout was eval, now train");
+      f,
+      [&] {
+        manual_seed(3);
+        return f(x);
+      },
+      [&] { net.train(); },
+      [&] {
+        manual_seed(3);
+        return net.forward(x);
+      },
+      "module mode: Dropout was eval, now train");
 }

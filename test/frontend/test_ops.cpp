@@ -53,8 +53,8 @@ std::vector<Case> cases() {
       {"reductions",
        [](const Tensor& x, const Tensor&) {
          return x.sum({1}, true) + x.prod({1}, true) + x.max({1}, true) + x.min({1}, true) +
-                x.argmax(1, true).to(DType::f32) + x.argmin(1, true).to(DType::f32) +
-                cumsum(x, 1) + x.mean() + x.var({0}) + x.std();
+                x.argmax(1, true).to(DType::f32) + x.argmin(1, true).to(DType::f32) + cumsum(x, 1) +
+                x.mean() + x.var({0}) + x.std();
        }},
       {"views",
        [](const Tensor& x, const Tensor&) {
@@ -135,7 +135,9 @@ TEST_CASE("ops: every op traced, and compiled equals eager bit for bit") {
 }
 
 TEST_CASE("ops: f16, bf16 and integer inputs compile like eager") {
-  auto fn = [](const Tensor& a, const Tensor& b) { return (a * b + a).sum({1}) + amax(a - b, {1}); };
+  auto fn = [](const Tensor& a, const Tensor& b) {
+    return (a * b + a).sum({1}) + amax(a - b, {1});
+  };
   for (DType t : {DType::f16, DType::bf16, DType::f64, DType::i32, DType::i64}) {
     INFO(t);
     manual_seed(3);

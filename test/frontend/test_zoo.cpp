@@ -38,12 +38,14 @@ void check_model(const ModelSpec& spec, const std::string& backend, bool train) 
 TEST_CASE("zoo: compiled equals eager on every model and backend") {
   ModelRegistry zoo = zoo::registry();
   for (const ModelSpec& spec : zoo.models())
-    for (const char* backend : {"kiln", "interpreter", "eager"}) check_model(spec, backend, false);
+    for (const char* backend : {"kiln", "interpreter", "eager"})
+      check_model(spec, backend, false);
 }
 
 TEST_CASE("zoo: compiled equals eager in train mode (dropout, batch norm statistics)") {
   ModelRegistry zoo = zoo::registry();
-  for (const ModelSpec& spec : zoo.models()) check_model(spec, "kiln", true);
+  for (const ModelSpec& spec : zoo.models())
+    check_model(spec, "kiln", true);
 }
 
 TEST_CASE("zoo: gpt mlp cnn and moe capture in one graph and replay") {
@@ -57,7 +59,7 @@ TEST_CASE("zoo: gpt mlp cnn and moe capture in one graph and replay") {
     ExplainReport rep = explain(cm, x);
     CHECK(rep.break_count() == 0);
     REQUIRE(rep.graph_count() == 1);
-    CHECK(rep.graphs[0].outputs == 1); // the logits only: arguments are not extra outputs
+    CHECK(rep.graphs[0].outputs == 1);      // the logits only: arguments are not extra outputs
     for (const std::string& g : rep.guards) // scalar operands are constants, not host reads
       CHECK_THAT(g, !Catch::Contains("read on the host"));
     cm(x);
@@ -81,7 +83,8 @@ TEST_CASE("zoo: breaky breaks at its item, nonzero and condition lines") {
   const char* needles[] = {".item<float>()", "nonzero(", "if (positive)"};
   std::ifstream src(std::string(KILN_SOURCE_DIR) + "/models/breaky.cpp");
   std::vector<std::string> lines;
-  for (std::string l; std::getline(src, l);) lines.push_back(l);
+  for (std::string l; std::getline(src, l);)
+    lines.push_back(l);
   for (size_t i = 0; i < 3; ++i) {
     INFO(rep.breaks[i].str());
     CHECK(rep.breaks[i].code == codes[i]);
