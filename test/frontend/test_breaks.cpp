@@ -101,9 +101,9 @@ TEST_CASE("breaks: nonzero") {
 }
 
 TEST_CASE("breaks: masked_select") {
-  int line = __LINE__ + 2;
-  expect_one_break([](const Tensor& x) { return masked_select(x * 2, x > 0).sum() + x.sum(); },
-                   "KB007", line);
+  int line = __LINE__ + 1;
+  auto fn = [](const Tensor& x) { return masked_select(x * 2, x > 0).sum() + x.sum(); };
+  expect_one_break(fn, "KB007", line);
 }
 
 TEST_CASE("breaks: graph_break()") {
