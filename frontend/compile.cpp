@@ -72,18 +72,6 @@ std::vector<Tensor> tensor_args(std::span<const detail::CallArg> args) {
   return t;
 }
 
-bool list_has(std::string_view list, std::string_view item) {
-  size_t pos = 0;
-  while (pos <= list.size()) {
-    size_t end = list.find(',', pos);
-    std::string_view w = list.substr(pos, end == std::string_view::npos ? list.npos : end - pos);
-    if (w == item || w == "all" || w == "+all") return true;
-    if (end == std::string_view::npos) break;
-    pos = end + 1;
-  }
-  return false;
-}
-
 } // namespace
 
 struct CompiledFunction::State {
@@ -96,7 +84,7 @@ struct CompiledFunction::State {
   bool warned = false;
 
   bool wants(std::string_view artifact) const {
-    return log_enabled(artifact) || list_has(options.logs, artifact);
+    return log_enabled(artifact) || log_list_has(options.logs, artifact);
   }
   std::string dump_dir() const {
     if (!options.dump_dir.empty()) return options.dump_dir;
@@ -168,14 +156,7 @@ struct CompiledFunction::State {
     ++stats.traces;
     TraceSession session(
         session_options(false), [this](const ir::Graph& g) { return compile_graph(g); }, module);
-    std::vector<Tensor> traced = session.begin(tensor_args(args));
-    std::vector<Tensor> results;
-    {
-      TracerScope scope(&session);
-      results = body(traced);
-    }
-    traced.clear(); // the argument stand-ins are not results unless returned
-    session.finish(results);
+    std::vector<Tensor> results = session.trace_call(tensor_args(args), body);
     stats.graphs = static_cast<int64_t>(session.graphs().size());
     stats.breaks = session.num_breaks();
     stats.ops = session.ops();
@@ -303,14 +284,7 @@ ExplainReport CompiledFunction::explain(std::span<const detail::CallArg> args,
   TraceSession session(
       scratch.session_options(true),
       [&scratch](const ir::Graph& g) { return scratch.compile_graph(g); }, s.module);
-  std::vector<Tensor> traced = session.begin(tensor_args(args));
-  std::vector<Tensor> results;
-  {
-    TracerScope scope(&session);
-    results = body(traced);
-  }
-  traced.clear();
-  session.finish(results);
+  session.trace_call(tensor_args(args), body);
   ExplainReport rep;
   for (const TraceSession::GraphInfo& g : session.graphs())
     rep.graphs.push_back({g.ops, g.inputs, g.outputs, g.ir});

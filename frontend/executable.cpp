@@ -2,6 +2,7 @@
 // tracing suspended; values live in slots that are released after their last read.
 #include "frontend/executable.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "runtime/error.h"
@@ -91,14 +92,11 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
     std::vector<Tensor> sources;
     for (auto [t, s] : writes_) {
       Tensor src = slots[s];
-      for (auto [t2, s2] : writes_) {
-        (void)s2;
-        const auto& a = src.impl().storage;
-        if (a != nullptr && a == slots[t2].impl().storage) {
-          src = dispatch1(Op::copy, {src});
-          break;
-        }
-      }
+      const auto& storage = src.impl().storage;
+      bool aliases_a_target = std::any_of(writes_.begin(), writes_.end(), [&](const auto& w) {
+        return storage != nullptr && storage == slots[w.first].impl().storage;
+      });
+      if (aliases_a_target) src = dispatch1(Op::copy, {src});
       sources.push_back(std::move(src));
     }
     for (size_t k = 0; k < writes_.size(); ++k) {

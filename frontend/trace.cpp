@@ -77,13 +77,6 @@ constexpr BreakCode kCodes[] = {
      "move the block out of the compiled function, or express it with tensor ops"},
 };
 
-bool has_internal_overlap(const Tensor& t) {
-  for (int64_t d = 0; d < t.dim(); ++d)
-    if (t.strides()[static_cast<size_t>(d)] == 0 && t.sizes()[static_cast<size_t>(d)] > 1)
-      return true;
-  return false;
-}
-
 void materialize(TensorImpl& impl, const Tensor& r) {
   const TensorImpl& src = r.impl();
   KILN_ASSERT(src.sizes == impl.sizes && src.dtype == impl.dtype, "materialised ",
@@ -189,15 +182,18 @@ ir::Value* TraceSession::current(Handle& h) {
   return v;
 }
 
+TraceSession::Handle* TraceSession::handle_of(const TensorImpl& impl) {
+  if (impl.trace == nullptr) return nullptr;
+  auto* h = dynamic_cast<Handle*>(impl.trace.get());
+  KILN_CHECK(h != nullptr && h->session == id_ && h->segment == segment().id,
+             "kiln::compile: a traced tensor from another compiled call (or kept from an "
+             "earlier one) was used; return tensors from the compiled function instead");
+  return h;
+}
+
 ir::Value* TraceSession::value_of(const Tensor& t) {
   const TensorImpl& impl = t.impl();
-  if (impl.trace != nullptr) {
-    auto* h = dynamic_cast<Handle*>(impl.trace.get());
-    KILN_CHECK(h != nullptr && h->session == id_ && h->segment == segment().id,
-               "kiln::compile: a traced tensor from another compiled call (or kept from an "
-               "earlier one) was used; return tensors from the compiled function instead");
-    return current(*h);
-  }
+  if (Handle* h = handle_of(impl)) return current(*h);
   if (impl.wrapped_number) {
     Segment& s = segment();
     TracerScope untraced(nullptr); // the constant's copy is made eagerly
@@ -211,9 +207,7 @@ ir::Value* TraceSession::value_of(const Tensor& t) {
 
 std::shared_ptr<TraceSession::Base> TraceSession::origin(const Tensor& t, Steps* steps) {
   const TensorImpl& impl = t.impl();
-  if (impl.trace != nullptr) {
-    value_of(t); // checks the handle
-    auto* h = static_cast<Handle*>(impl.trace.get());
+  if (Handle* h = handle_of(impl)) {
     if (steps) *steps = h->steps;
     return h->base;
   }
@@ -267,22 +261,14 @@ std::vector<Tensor> TraceSession::record(Op op, std::span<const Tensor> inputs, 
 }
 
 void TraceSession::write(Op op, Tensor& self, ir::Value* r) {
-  const OpSchema& s = schema(op);
   const ir::Type& rt = r->type();
-  KILN_CHECK(self.sizes() == rt.sizes(), s.name, ": output with shape ", shape_str(self.sizes()),
-             " doesn't match the broadcast shape ", shape_str(rt.sizes()));
-  KILN_CHECK(op == Op::full || !has_internal_overlap(self), s.name,
-             ": unsupported operation: more than one element of the written-to tensor (shape ",
-             shape_str(self.sizes()), ", strides ", shape_str(self.strides()),
-             ") refers to a single memory location; clone() it first");
-  KILN_CHECK(op == Op::copy || can_cast(rt.dtype(), self.dtype()), s.name, ": result type ",
-             rt.dtype(), " can't be cast to the desired output type ", self.dtype());
+  check_out(schema(op), rt.sizes(), rt.dtype(), self);
   if (rt.dtype() != self.dtype()) r = emit(Op::cast, {r}, Attrs{self.dtype()});
   Steps steps;
   std::shared_ptr<Base> base = origin(self, &steps);
   base->value = steps.empty() ? r : merge(*base, steps, r);
   ++base->version;
-  if (auto* h = dynamic_cast<Handle*>(self.impl().trace.get())) {
+  if (Handle* h = handle_of(self.impl())) {
     h->value = r;
     h->seen = base->version;
   }
@@ -377,8 +363,8 @@ void TraceSession::cut(std::vector<Tensor>* results) {
   std::unordered_map<ir::Value*, int64_t> out_index;
   auto plan = [&](const std::shared_ptr<TensorImpl>& impl) {
     Plan p{impl, -1, nullptr, {}};
-    auto* h = impl->trace ? dynamic_cast<Handle*>(impl->trace.get()) : nullptr;
-    if (h == nullptr || h->session != id_ || h->segment != s.id) return p;
+    Handle* h = handle_of(*impl);
+    if (h == nullptr) return p;
     if (h->base->input != nullptr && h->base->version > 0) {
       p.alias = h->base;
       p.steps = h->steps;
@@ -455,6 +441,19 @@ void TraceSession::cut(std::vector<Tensor>* results) {
     replay_ = std::move(r);
   }
   seg_.reset();
+}
+
+std::vector<Tensor> TraceSession::trace_call(std::span<const Tensor> args,
+                                             const CompiledFunction::Body& body) {
+  std::vector<Tensor> traced = begin(args);
+  std::vector<Tensor> results;
+  {
+    TracerScope scope(this);
+    results = body(traced);
+  }
+  traced.clear(); // the argument stand-ins are not results unless returned
+  finish(results);
+  return results;
 }
 
 void TraceSession::finish(std::vector<Tensor>& results) {

@@ -59,10 +59,9 @@ public:
   TraceSession(Options options, CompileGraphFn compile, nn::Module* module);
   ~TraceSession() override;
 
-  /// Starts the trace: the traced stand-ins for the call's tensor arguments.
-  std::vector<Tensor> begin(std::span<const Tensor> args);
-  /// Ends it: runs the last graph with `results` among its outputs; results become concrete.
-  void finish(std::vector<Tensor>& results);
+  /// The whole traced call: begin, `body` on the stand-ins with this tracer active, finish.
+  /// Returns the (concrete) results.
+  std::vector<Tensor> trace_call(std::span<const Tensor> args, const CompiledFunction::Body& body);
 
   // Tracer
   std::vector<Tensor> record(Op op, std::span<const Tensor> inputs, const Attrs& attrs,
@@ -106,7 +105,14 @@ public:
 
 private:
   struct Segment;
+  /// Starts the trace: the traced stand-ins for the call's tensor arguments.
+  std::vector<Tensor> begin(std::span<const Tensor> args);
+  /// Ends it: runs the last graph with `results` among its outputs; results become concrete.
+  void finish(std::vector<Tensor>& results);
   Segment& segment();
+  /// The handle of a tensor traced into the pending graph, or null for a concrete tensor; a
+  /// tensor traced by another call (or kept from an earlier one) is an error.
+  Handle* handle_of(const TensorImpl& impl);
   ir::Value* value_of(const Tensor& t);
   ir::Value* current(Handle& h);
   std::shared_ptr<Base> origin(const Tensor& t, std::vector<std::pair<Op, Attrs>>* steps);

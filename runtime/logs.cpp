@@ -8,11 +8,8 @@
 namespace kiln {
 namespace {
 
-std::vector<std::string> parse_logs() {
+std::vector<std::string> parse_list(std::string_view s) {
   std::vector<std::string> out;
-  const char* env = std::getenv("KILN_LOGS");
-  if (!env) return out;
-  std::string_view s(env);
   while (!s.empty()) {
     size_t comma = s.find(',');
     std::string_view item = s.substr(0, comma);
@@ -27,13 +24,24 @@ std::vector<std::string> parse_logs() {
   return out;
 }
 
-} // namespace
-
-bool log_enabled(std::string_view artifact) {
-  static const std::vector<std::string> enabled = parse_logs();
-  for (const std::string& e : enabled)
+bool names(const std::vector<std::string>& list, std::string_view artifact) {
+  for (const std::string& e : list)
     if (e == artifact || e == "all") return true;
   return false;
+}
+
+} // namespace
+
+bool log_list_has(std::string_view list, std::string_view artifact) {
+  return names(parse_list(list), artifact);
+}
+
+bool log_enabled(std::string_view artifact) {
+  static const std::vector<std::string> enabled = [] {
+    const char* env = std::getenv("KILN_LOGS");
+    return env != nullptr ? parse_list(env) : std::vector<std::string>{};
+  }();
+  return names(enabled, artifact);
 }
 
 } // namespace kiln

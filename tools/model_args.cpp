@@ -241,11 +241,7 @@ std::optional<CommandError> instantiate(const ModelArgs& args, const LoadedRegis
 
 ExplainReport explain_model(const ModelInstance& inst) {
   NoGradGuard no_grad;
-  const ModelSpec& spec = *inst.spec;
-  nn::Module& module = *inst.module;
-  auto fn = [&spec, &module](const Tensor& x) { return run_model(spec, module, x); };
-  Compiled<decltype(fn)> compiled(fn, CompileOptions{}, &module);
-  return compiled.explain(inst.input);
+  return compile_model(inst).explain(inst.input);
 }
 
 int report(std::string_view cmd, const CommandError& err) {

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "frontend/compile.h"
@@ -99,6 +100,15 @@ struct ModelInstance {
 /// missing or unknown model or a bad --input; a runtime error when building throws.
 std::optional<CommandError> instantiate(const ModelArgs& args, const LoadedRegistry& reg,
                                         ModelInstance& out);
+
+/// The model's forward compiled with its module's guards (train/eval mode, parameter
+/// identity), as kiln::compile(module) would give, also for specs with their own forward.
+inline auto compile_model(const ModelInstance& inst, CompileOptions options = {}) {
+  auto fn = [spec = inst.spec, module = inst.module.get()](const Tensor& x) {
+    return run_model(*spec, *module, x);
+  };
+  return Compiled<decltype(fn)>(fn, std::move(options), inst.module.get());
+}
 
 /// Traces one call of the model's forward on its input with kiln::explain (no grad, the
 /// module's guards included) and returns what it found. Throws kiln::Error on failure.

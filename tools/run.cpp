@@ -173,10 +173,7 @@ int run_model_command(const RunOptions& o, ModelInstance& inst, const ModelArgs&
   Tensor reference = run_model(spec, module, x);
   CompileOptions options;
   options.mode = parse_mode(o.mode);
-  auto fn = [&spec, &module](const Tensor& in) { return run_model(spec, module, in); };
-  // The module pointer guards its train/eval mode and parameter identity, as
-  // kiln::compile(module) would.
-  Compiled<decltype(fn)> compiled(fn, options, &module);
+  auto compiled = compile_model(inst, options);
   for (uint64_t k = 0; k < o.iters; ++k) {
     auto start = Clock::now();
     outs.push_back(compiled(x));

@@ -125,6 +125,20 @@ void check_call(const OpSchema& s, std::span<const Tensor> inputs, const Attrs& 
   check_devices(s, inputs);
 }
 
+void check_out(const OpSchema& s, IntList sizes, DType dtype, const Tensor& out) {
+  KILN_CHECK(out.sizes() == sizes, s.name, ": output with shape ", shape_str(out.sizes()),
+             " doesn't match the broadcast shape ", shape_str(sizes));
+  // Writing into an expanded view would give its shared elements whichever value came last.
+  // Filling is idempotent, so fill_ on such a view is allowed (as in PyTorch).
+  KILN_CHECK(s.op == Op::full || !has_internal_overlap(out), s.name,
+             ": unsupported operation: more than one element of the written-to tensor (shape ",
+             shape_str(out.sizes()), ", strides ", shape_str(out.strides()),
+             ") refers to a single memory location; clone() it first");
+  // copy converts between any dtypes itself (copy_ casts, as in PyTorch).
+  KILN_CHECK(s.op == Op::copy || can_cast(dtype, out.dtype()), s.name, ": result type ", dtype,
+             " can't be cast to the desired output type ", out.dtype());
+}
+
 DType result_type(std::span<const TensorMeta> operands) {
   Tier dim, zero, wrapped;
   for (const TensorMeta& m : operands) {
@@ -176,19 +190,8 @@ std::vector<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const Attrs&
   KILN_ASSERT(out.size() == metas.size(), "out= count mismatch");
   bool direct = true;
   for (size_t k = 0; k < metas.size(); ++k) {
-    KILN_CHECK(out[k].sizes() == metas[k].sizes, s.name, ": output with shape ",
-               shape_str(out[k].sizes()), " doesn't match the broadcast shape ",
-               shape_str(metas[k].sizes));
-    // Writing into an expanded view would give its shared elements whichever value came last.
-    // Filling is idempotent, so fill_ on such a view is allowed (as in PyTorch).
-    KILN_CHECK(op == Op::full || !has_internal_overlap(out[k]), s.name,
-               ": unsupported operation: more than one element of the written-to tensor (shape ",
-               shape_str(out[k].sizes()), ", strides ", shape_str(out[k].strides()),
-               ") refers to a single memory location; clone() it first");
-    // copy converts between any dtypes itself (copy_ casts, as in PyTorch).
+    check_out(s, metas[k].sizes, metas[k].dtype, out[k]);
     bool converts = op == Op::copy;
-    KILN_CHECK(converts || can_cast(metas[k].dtype, out[k].dtype()), s.name, ": result type ",
-               metas[k].dtype, " can't be cast to the desired output type ", out[k].dtype());
     if (!converts && out[k].dtype() != metas[k].dtype) direct = false;
     for (const Tensor& in : inputs)
       if (shares_storage(in, out[k]) && !same_view(in, out[k])) direct = false;

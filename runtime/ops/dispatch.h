@@ -30,6 +30,11 @@ inline void dispatch_inplace(Op op, Tensor& self, std::initializer_list<Tensor> 
 /// count, the attribute count, defined inputs, one device.
 void check_call(const OpSchema& s, std::span<const Tensor> inputs, const Attrs& attrs);
 
+/// The checks for writing a result of these sizes and dtype into `out` (in place or out=),
+/// eager or traced: same sizes, no element of out aliasing another (fill_ excepted), and a
+/// dtype that casts without loss of kind (copy_ excepted: it converts).
+void check_out(const OpSchema& s, IntList sizes, DType dtype, const Tensor& out);
+
 /// A Scalar operand as a 0-d "wrapped number" tensor (f64, i64 or bool).
 Tensor wrap_scalar(Scalar s);
 
