@@ -1,7 +1,7 @@
 # Install rules and the CMake package: find_package(kiln) then link kiln::kiln.
 include(CMakePackageConfigHelpers)
 
-install(TARGETS kiln kiln_runtime kiln_ir kiln_passes kiln_frontend EXPORT kilnTargets
+install(TARGETS kiln kiln_runtime kiln_ir kiln_passes kiln_codegen kiln_frontend EXPORT kilnTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -31,4 +31,8 @@ int breaks_main(std::span<const std::string_view> args);
 /// the IR of a model's forward or of a .kir file at a stage of compilation.
 int dump_main(std::span<const std::string_view> args);
 
+/// `kiln cache stats|clear`: the on-disk kernel cache ($KILN_CACHE_DIR or ~/.cache/kiln): its
+/// directory, entry count and bytes, or remove every entry.
+int cache_main(std::span<const std::string_view> args);
+
 } // namespace kiln::tools

@@ -29,6 +29,7 @@ constexpr Subcommand kSubcommands[] = {
     {"dump", "print a model's (or a .kir file's) graphs as kir, dot or mlir",
      kiln::tools::dump_main},
     {"opt", "parse a .kir file, verify it, run passes, print it", kiln::tools::opt_main},
+    {"cache", "the on-disk kernel cache: stats, or clear it", kiln::tools::cache_main},
     {"version", "print the version", version_main},
 };
 

@@ -1,0 +1,169 @@
+// The LLJIT instance, the host target machine, the O3 pipeline and object emission.
+#include "codegen/cpu/jit.h"
+
+#include <atomic>
+#include <mutex>
+
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/Host.h>
+
+#include "codegen/cpu/llvm_target.h"
+#include "runtime/error.h"
+
+namespace kiln::codegen::cpu {
+namespace {
+
+std::string to_string(llvm::Error e) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << e;
+  return s;
+}
+
+template <typename T> T take(llvm::Expected<T> v, std::string_view what) {
+  if (!v) KILN_CHECK(false, "LLVM JIT: ", what, ": ", to_string(v.takeError()));
+  if constexpr (std::is_reference_v<T>)
+    return *v;
+  else
+    return std::move(*v);
+}
+
+/// The target machine, the JIT and the lock serialising LLVM code generation.
+struct Backend {
+  std::mutex mutex;
+  HostTarget target;
+  std::unique_ptr<llvm::TargetMachine> machine;
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+
+  Backend() {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::orc::JITTargetMachineBuilder jtmb = take(llvm::orc::JITTargetMachineBuilder::detectHost(), "host target");
+    jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+    target.triple = jtmb.getTargetTriple().str();
+    target.cpu = jtmb.getCPU();
+    target.features = jtmb.getFeatures().getString();
+    target.vector_bytes = target.features.find("+avx512f") != std::string::npos ? 64
+                          : target.features.find("+avx") != std::string::npos   ? 32
+                                                                                : 16;
+    machine = take(jtmb.createTargetMachine(), "target machine");
+    jit = take(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(jtmb)).create(),
+               "LLJIT");
+  }
+};
+
+Backend& backend() {
+  static Backend* b = new Backend(); // never destroyed: JIT code may run during exit
+  return *b;
+}
+
+std::atomic<uint64_t> g_library_counter{0};
+
+} // namespace
+
+const HostTarget& host_target() { return backend().target; }
+
+const char* llvm_version() { return KILN_LLVM_VERSION; }
+
+struct JitLibrary::Impl {
+  llvm::orc::JITDylib* dylib = nullptr;
+  std::string name;
+};
+
+JitLibrary::~JitLibrary() {
+  if (!impl_ || !impl_->dylib) return;
+  Backend& b = backend();
+  std::lock_guard lock(b.mutex);
+  if (llvm::Error e = b.jit->getExecutionSession().removeJITDylib(*impl_->dylib))
+    llvm::consumeError(std::move(e));
+}
+
+void* JitLibrary::lookup(std::string_view symbol) const {
+  Backend& b = backend();
+  std::lock_guard lock(b.mutex);
+  llvm::orc::ExecutorAddr addr = take(
+      b.jit->lookup(*impl_->dylib, llvm::StringRef(symbol.data(), symbol.size())),
+      "lookup of " + std::string(symbol) + " in " + impl_->name);
+  return addr.toPtr<void*>();
+}
+
+std::shared_ptr<JitLibrary> load_object(std::string_view object, std::string_view name) {
+  Backend& b = backend();
+  std::shared_ptr<JitLibrary> lib(new JitLibrary());
+  lib->impl_ = std::make_unique<JitLibrary::Impl>();
+  lib->impl_->name = std::string(name) + "#" + std::to_string(g_library_counter.fetch_add(1));
+  std::string failure;
+  {
+    std::lock_guard lock(b.mutex);
+    llvm::orc::JITDylib& dylib =
+        take(b.jit->createJITDylib(lib->impl_->name), "library " + lib->impl_->name);
+    // memset/memcpy and friends, which LLVM may emit, come from the process.
+    dylib.addGenerator(take(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+                                b.jit->getDataLayout().getGlobalPrefix()),
+                            "process symbols"));
+    auto buffer = llvm::MemoryBuffer::getMemBufferCopy(
+        llvm::StringRef(object.data(), object.size()), lib->impl_->name);
+    if (llvm::Error e = b.jit->addObjectFile(dylib, std::move(buffer))) {
+      failure = to_string(std::move(e));
+      if (llvm::Error r = b.jit->getExecutionSession().removeJITDylib(dylib))
+        llvm::consumeError(std::move(r));
+    } else {
+      lib->impl_->dylib = &dylib;
+    }
+  }
+  // Thrown outside the lock: the library's destructor takes it.
+  KILN_CHECK(failure.empty(), "LLVM JIT: can't load object ", lib->impl_->name, ": ", failure);
+  return lib;
+}
+
+void prepare_module(llvm::Module& m) {
+  Backend& b = backend();
+  m.setTargetTriple(b.machine->getTargetTriple());
+  m.setDataLayout(b.machine->createDataLayout());
+}
+
+std::string compile_module(llvm::Module& m) {
+  Backend& b = backend();
+  std::string problems;
+  llvm::raw_string_ostream err(problems);
+  if (llvm::verifyModule(m, &err)) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    m.print(os, nullptr);
+    KILN_UNREACHABLE("generated LLVM module fails verification: " + problems + "\n" + text);
+  }
+  std::lock_guard lock(b.mutex);
+  {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PassBuilder pb(b.machine.get());
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+    mpm.run(m, mam);
+  }
+  llvm::SmallVector<char, 0> buffer;
+  llvm::raw_svector_ostream os(buffer);
+  llvm::legacy::PassManager pm;
+  KILN_CHECK(!b.machine->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile),
+             "LLVM JIT: the host target can't emit object files");
+  pm.run(m);
+  return std::string(buffer.begin(), buffer.end());
+}
+
+} // namespace kiln::codegen::cpu

@@ -1,0 +1,44 @@
+// The process's LLVM JIT, behind an interface free of LLVM types: compiled objects are
+// loaded into their own library and their functions looked up by name.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace kiln::codegen::cpu {
+
+/// What the JIT compiles for: the host CPU and its features (LLVM's spelling, "+avx2,...").
+struct HostTarget {
+  std::string triple;
+  std::string cpu;
+  std::string features;
+  /// Widest vector register in bytes the compiler should use (32 for AVX2, 64 for AVX-512).
+  int vector_bytes = 16;
+};
+const HostTarget& host_target();
+
+/// The LLVM version kiln's JIT was built with ("22.1.0").
+const char* llvm_version();
+
+/// One loaded object file. Its code stays mapped while the library lives.
+class JitLibrary {
+public:
+  ~JitLibrary();
+  JitLibrary(const JitLibrary&) = delete;
+  JitLibrary& operator=(const JitLibrary&) = delete;
+  /// The address of a function the object defines; a kiln::Error when it is absent.
+  void* lookup(std::string_view symbol) const;
+
+private:
+  friend std::shared_ptr<JitLibrary> load_object(std::string_view object, std::string_view name);
+  JitLibrary() = default;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Links an object file (ELF bytes from the code generator or the on-disk cache) into the
+/// process. `name` labels the library in errors. A malformed object is a kiln::Error.
+std::shared_ptr<JitLibrary> load_object(std::string_view object, std::string_view name);
+
+} // namespace kiln::codegen::cpu
