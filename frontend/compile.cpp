@@ -133,7 +133,11 @@ struct CompiledFunction::State {
     for (const ir::Value* in : g->inputs())
       input_map.push_back(
           static_cast<size_t>(std::find(original.begin(), original.end(), in) - original.begin()));
-    auto exe = std::make_shared<const Executable>(std::move(g), std::move(input_map));
+    std::string fusion_log;
+    auto exe = std::make_shared<const Executable>(std::move(g), std::move(input_map),
+                                                  options.backend == "kiln", &fusion_log);
+    if (wants("fusion") && !fusion_log.empty())
+      std::cerr << "[kiln fusion] graph " << id << ":\n" << fusion_log;
     bucket.push_back({std::move(key), exe});
     ++stats.compiles;
     stats.compile_ms +=

@@ -1,0 +1,625 @@
+// Kernel + Schedule -> LLVM IR -> object code. The loop nest of a kernel:
+//
+//   for row in [begin, end):                  rows = outer dims but the last, x blocks
+//     o_0..o_{n-2} = digits of row / blocks; j range = the row's block of o_{n-1}
+//     for j in block, `lanes` at a time (outer vector mode), then one at a time:
+//       the items: outer-level instructions, and inner loops over the inner domain
+//       (vector code along the last inner variable in inner mode, with a scalar tail)
+//
+// Accumulators live in allocas that LLVM promotes to registers. f16/bf16 values are kept in
+// float registers and rounded to their dtype after every operation, as eager code stores them.
+#include "codegen/cpu/kernel_codegen.h"
+
+#include <unordered_map>
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include "codegen/cpu/jit.h"
+#include "codegen/cpu/llvm_target.h"
+#include "codegen/cpu/vector_math.h"
+#include "runtime/error.h"
+
+namespace kiln::codegen::cpu {
+namespace {
+
+using ir::kernel::Index;
+using ir::kernel::Instr;
+using ir::kernel::Kernel;
+using ir::kernel::Loop;
+using ir::kernel::Term;
+
+bool is_float(DType t) { return is_floating(t); }
+bool is_low(DType t) { return t == DType::f16 || t == DType::bf16; }
+bool is_unsigned(DType t) { return t == DType::u8 || t == DType::bool_; }
+
+class KernelEmitter {
+public:
+  KernelEmitter(llvm::Module& m, const Kernel& k, const Schedule& s)
+      : m_(m), ctx_(m.getContext()), b_(ctx_), k_(k), s_(s) {}
+
+  void run() {
+    auto* i64 = b_.getInt64Ty();
+    auto* ptr = b_.getPtrTy();
+    auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64, i64}, false);
+    fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, k_.name, m_);
+    fn_->addFnAttr(llvm::Attribute::NoUnwind);
+    fn_->addFnAttr("target-cpu", host_cpu());
+    fn_->addFnAttr("target-features", host_features());
+    auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+    b_.SetInsertPoint(entry);
+    llvm::Value* bufs = fn_->getArg(0);
+    for (size_t i = 0; i < k_.buffers.size(); ++i)
+      base_.push_back(b_.CreateLoad(ptr, b_.CreateConstInBoundsGEP1_64(ptr, bufs, i), "buf"));
+    alloca_point_ = b_.GetInsertBlock();
+    vars_.assign(static_cast<size_t>(k_.num_vars()), nullptr);
+    const int n_outer = static_cast<int>(k_.outer.size());
+    const int64_t last = k_.outer.empty() ? 1 : k_.outer.back();
+    const int64_t blocks = (last + s_.block - 1) / s_.block;
+    loop(fn_->getArg(1), fn_->getArg(2), 1, [&](llvm::Value* row) {
+      llvm::Value* q = b_.CreateUDiv(row, c64(blocks));
+      llvm::Value* blk = b_.CreateURem(row, c64(blocks));
+      for (int d = n_outer - 2; d >= 0; --d) {
+        vars_[static_cast<size_t>(d)] = b_.CreateURem(q, c64(k_.outer[static_cast<size_t>(d)]));
+        q = b_.CreateUDiv(q, c64(k_.outer[static_cast<size_t>(d)]));
+      }
+      llvm::Value* j0 = b_.CreateMul(blk, c64(s_.block));
+      llvm::Value* j1 = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, b_.CreateAdd(j0, c64(s_.block)), c64(last));
+      const int L = s_.vector == Schedule::Vector::outer ? s_.lanes : 1;
+      auto body = [&](int lanes) {
+        return [&, lanes](llvm::Value* j) {
+          if (n_outer > 0) vars_[static_cast<size_t>(n_outer - 1)] = j;
+          vector_var_ = lanes > 1 ? n_outer - 1 : -1;
+          emit_items(lanes);
+        };
+      };
+      llvm::Value* j = j0;
+      if (L > 1) {
+        // Vector steps while a whole vector fits in the block, then the scalar tail.
+        llvm::Value* span = b_.CreateSub(j1, j0);
+        llvm::Value* vec_end = b_.CreateAdd(j0, b_.CreateMul(b_.CreateUDiv(span, c64(L)), c64(L)));
+        loop(j0, vec_end, L, body(L));
+        j = vec_end;
+      }
+      loop(j, j1, 1, body(1));
+    });
+    b_.CreateRetVoid();
+  }
+
+private:
+  // ---- small helpers ----
+  llvm::Constant* c64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
+  static std::string host_cpu();
+  static std::string host_features();
+
+  llvm::Type* scalar_type(DType t) {
+    switch (t) {
+    case DType::f64: return b_.getDoubleTy();
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16: return b_.getFloatTy();
+    case DType::i8:
+    case DType::u8: return b_.getInt8Ty();
+    case DType::i32: return b_.getInt32Ty();
+    case DType::i64: return b_.getInt64Ty();
+    case DType::bool_: return b_.getInt1Ty();
+    }
+    return nullptr;
+  }
+  llvm::Type* type(DType t, int lanes) {
+    llvm::Type* s = scalar_type(t);
+    return lanes > 1 ? llvm::FixedVectorType::get(s, static_cast<unsigned>(lanes)) : s;
+  }
+  llvm::Value* splat(llvm::Value* v, int lanes) {
+    if (lanes == 1 || v->getType()->isVectorTy()) return v;
+    return b_.CreateVectorSplat(static_cast<unsigned>(lanes), v);
+  }
+  llvm::Value* lane_ids(int lanes) {
+    std::vector<llvm::Constant*> c;
+    for (int l = 0; l < lanes; ++l)
+      c.push_back(c64(l));
+    return llvm::ConstantVector::get(c);
+  }
+
+  /// for (iv = begin; iv < end; iv += step) body(iv)
+  template <typename F> void loop(llvm::Value* begin, llvm::Value* end, int64_t step, F&& body) {
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* head = llvm::BasicBlock::Create(ctx_, "loop", fn_);
+    auto* inside = llvm::BasicBlock::Create(ctx_, "body", fn_);
+    auto* after = llvm::BasicBlock::Create(ctx_, "after", fn_);
+    b_.CreateBr(head);
+    b_.SetInsertPoint(head);
+    llvm::PHINode* iv = b_.CreatePHI(b_.getInt64Ty(), 2, "iv");
+    iv->addIncoming(begin, pre);
+    b_.CreateCondBr(b_.CreateICmpSLT(iv, end), inside, after);
+    b_.SetInsertPoint(inside);
+    body(static_cast<llvm::Value*>(iv));
+    llvm::Value* next = b_.CreateAdd(iv, c64(step));
+    iv->addIncoming(next, b_.GetInsertBlock());
+    b_.CreateBr(head);
+    b_.SetInsertPoint(after);
+  }
+
+  llvm::AllocaInst* slot(llvm::Type* t) {
+    llvm::IRBuilder<> ab(alloca_point_, alloca_point_->begin());
+    return ab.CreateAlloca(t);
+  }
+
+  // ---- indices ----
+  llvm::Value* index_scalar(const Index& ix) {
+    llvm::Value* r = c64(ix.offset());
+    for (const auto& [coef, t] : ix.terms()) {
+      llvm::Value* tv;
+      if (t.kind == Term::Kind::var) {
+        tv = vars_[static_cast<size_t>(t.var)];
+      } else {
+        llvm::Value* in = index_scalar(*t.inner);
+        tv = t.kind == Term::Kind::div ? b_.CreateUDiv(in, c64(t.divisor)) : b_.CreateURem(in, c64(t.divisor));
+      }
+      r = b_.CreateAdd(r, coef == 1 ? tv : b_.CreateMul(tv, c64(coef)));
+    }
+    return r;
+  }
+  /// The index per lane, the vector variable taking base + lane.
+  llvm::Value* index_lanes(const Index& ix, int lanes) {
+    llvm::Value* saved = vars_[static_cast<size_t>(vector_var_)];
+    llvm::Value* r = splat(c64(ix.offset()), lanes);
+    for (const auto& [coef, t] : ix.terms()) {
+      llvm::Value* tv;
+      if (t.kind == Term::Kind::var) {
+        tv = t.var == vector_var_ ? b_.CreateAdd(splat(saved, lanes), lane_ids(lanes))
+                                  : splat(vars_[static_cast<size_t>(t.var)], lanes);
+      } else {
+        llvm::Value* in = index_lanes(*t.inner, lanes);
+        tv = t.kind == Term::Kind::div ? b_.CreateUDiv(in, splat(c64(t.divisor), lanes))
+                                       : b_.CreateURem(in, splat(c64(t.divisor), lanes));
+      }
+      r = b_.CreateAdd(r, coef == 1 ? tv : b_.CreateMul(tv, splat(c64(coef), lanes)));
+    }
+    return r;
+  }
+
+  llvm::Type* memory_type(DType t) {
+    switch (t) {
+    case DType::f16: return b_.getHalfTy();
+    case DType::bf16: return b_.getInt16Ty();
+    case DType::bool_: return b_.getInt8Ty();
+    default: return scalar_type(t);
+    }
+  }
+  llvm::Type* memory_type(DType t, int lanes) {
+    llvm::Type* s = memory_type(t);
+    return lanes > 1 ? llvm::FixedVectorType::get(s, static_cast<unsigned>(lanes)) : s;
+  }
+
+  /// Memory representation -> register representation.
+  llvm::Value* from_memory(llvm::Value* v, DType t, int lanes) {
+    switch (t) {
+    case DType::f16: return b_.CreateFPExt(v, type(t, lanes));
+    case DType::bf16:
+      return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(v, type(DType::i32, lanes)), splat(b_.getInt32(16), lanes)),
+                              type(DType::f32, lanes));
+    case DType::bool_: return b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+    default: return v;
+    }
+  }
+  llvm::Value* to_memory(llvm::Value* v, DType t, int lanes) {
+    switch (t) {
+    case DType::f16: return b_.CreateFPTrunc(v, memory_type(t, lanes));
+    case DType::bf16: {
+      // Round to nearest even; a NaN stays a quiet NaN (runtime/half.h's rule).
+      llvm::Type* i32 = type(DType::i32, lanes);
+      llvm::Value* x = b_.CreateBitCast(v, i32);
+      llvm::Value* rounding = b_.CreateAdd(
+          splat(b_.getInt32(0x7fff), lanes),
+          b_.CreateAnd(b_.CreateLShr(x, splat(b_.getInt32(16), lanes)), splat(b_.getInt32(1), lanes)));
+      llvm::Value* rounded = b_.CreateLShr(b_.CreateAdd(x, rounding), splat(b_.getInt32(16), lanes));
+      llvm::Value* nan = b_.CreateOr(b_.CreateLShr(x, splat(b_.getInt32(16), lanes)), splat(b_.getInt32(0x40), lanes));
+      llvm::Value* is_nan = b_.CreateICmpUGT(b_.CreateAnd(x, splat(b_.getInt32(0x7fffffff), lanes)),
+                                             splat(b_.getInt32(0x7f800000), lanes));
+      return b_.CreateTrunc(b_.CreateSelect(is_nan, nan, rounded), memory_type(t, lanes));
+    }
+    case DType::bool_: return b_.CreateZExt(v, memory_type(t, lanes));
+    default: return v;
+    }
+  }
+  /// Rounds a float register to f16/bf16 precision (a no-op for other dtypes).
+  llvm::Value* round(llvm::Value* v, DType t, int lanes) {
+    if (!is_low(t)) return v;
+    return from_memory(to_memory(v, t, lanes), t, lanes);
+  }
+
+  llvm::Value* address(int buffer, llvm::Value* index, DType t) {
+    return b_.CreateInBoundsGEP(memory_type(t), base_[static_cast<size_t>(buffer)], index);
+  }
+
+  llvm::Value* load(const Instr& in, int lanes) {
+    llvm::Type* mt = memory_type(in.dtype);
+    const int vv = vector_var_;
+    if (lanes == 1 || !in.index.uses(vv)) {
+      llvm::Value* v = b_.CreateLoad(mt, address(in.buffer, index_scalar(in.index), in.dtype));
+      return splat(from_memory(v, in.dtype, 1), lanes);
+    }
+    if (in.index.affine_in(vv) && in.index.coefficient(vv) == 1) {
+      llvm::Value* p = address(in.buffer, index_scalar(in.index), in.dtype);
+      llvm::Value* v = b_.CreateAlignedLoad(memory_type(in.dtype, lanes), p, llvm::Align(itemsize_align(in.dtype)));
+      return from_memory(v, in.dtype, lanes);
+    }
+    llvm::Value* ptrs = b_.CreateInBoundsGEP(mt, base_[static_cast<size_t>(in.buffer)], index_lanes(in.index, lanes));
+    llvm::Value* v = b_.CreateMaskedGather(memory_type(in.dtype, lanes), ptrs, llvm::Align(itemsize_align(in.dtype)));
+    return from_memory(v, in.dtype, lanes);
+  }
+  static uint64_t itemsize_align(DType t) { return static_cast<uint64_t>(itemsize(t)); }
+
+  void store(const Instr& in, llvm::Value* v, int lanes) {
+    const int vv = vector_var_;
+    v = to_memory(splat(v, lanes), in.dtype, lanes);
+    if (lanes > 1 && in.index.uses(vv) && in.index.affine_in(vv) && in.index.coefficient(vv) == 1) {
+      b_.CreateAlignedStore(v, address(in.buffer, index_scalar(in.index), in.dtype), llvm::Align(itemsize_align(in.dtype)));
+      return;
+    }
+    if (lanes > 1 && in.index.uses(vv)) {
+      llvm::Value* ptrs = b_.CreateInBoundsGEP(memory_type(in.dtype), base_[static_cast<size_t>(in.buffer)],
+                                               index_lanes(in.index, lanes));
+      b_.CreateMaskedScatter(v, ptrs, llvm::Align(itemsize_align(in.dtype)));
+      return;
+    }
+    // Every lane writes the same element: store the last lane (all equal).
+    if (lanes > 1) v = b_.CreateExtractElement(v, static_cast<uint64_t>(lanes - 1));
+    b_.CreateStore(v, address(in.buffer, index_scalar(in.index), in.dtype));
+  }
+
+  // ---- values ----
+  llvm::Value* constant(const Instr& in, int lanes) {
+    llvm::Value* c;
+    if (is_float(in.dtype))
+      c = llvm::ConstantFP::get(scalar_type(in.dtype), in.value);
+    else if (in.dtype == DType::bool_)
+      c = b_.getInt1(in.ivalue != 0);
+    else
+      c = llvm::ConstantInt::get(scalar_type(in.dtype), static_cast<uint64_t>(in.ivalue), true);
+    if (is_low(in.dtype)) c = round(c, in.dtype, 1);
+    return splat(c, lanes);
+  }
+
+  llvm::Value* cast(llvm::Value* x, DType from, DType to, int lanes) {
+    if (from == to) return x;
+    llvm::Type* tt = type(to, lanes);
+    if (to == DType::bool_) {
+      if (is_float(from)) return b_.CreateFCmpUNE(x, llvm::Constant::getNullValue(x->getType()));
+      return b_.CreateICmpNE(x, llvm::Constant::getNullValue(x->getType()));
+    }
+    if (is_float(to)) {
+      llvm::Value* f;
+      if (is_float(from))
+        f = b_.CreateFPCast(x, tt);
+      else if (is_unsigned(from))
+        f = b_.CreateUIToFP(x, tt);
+      else
+        f = b_.CreateSIToFP(x, tt);
+      return round(f, to, lanes);
+    }
+    if (is_float(from)) {
+      // NaN -> 0, saturate at the int64 bounds, then wrap (runtime/kernels/convert.h).
+      llvm::Type* i64 = type(DType::i64, lanes);
+      llvm::Value* i = b_.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {i64, x->getType()}, {x});
+      return b_.CreateTrunc(i, tt);
+    }
+    return is_unsigned(from) ? b_.CreateZExtOrTrunc(x, tt) : b_.CreateSExtOrTrunc(x, tt);
+  }
+
+  llvm::Value* arg(const Instr& in, size_t k, int lanes) { return splat(vals_.at(in.args[k]), lanes); }
+
+  llvm::Value* op(const Instr& in, int lanes) {
+    const DType t = in.dtype;
+    auto x = [&] { return arg(in, 0, lanes); };
+    auto y = [&] { return arg(in, 1, lanes); };
+    llvm::Value* r = nullptr;
+    // Operand dtype of comparisons (the result is bool).
+    DType at = k_.instrs[static_cast<size_t>(in.args[0])].dtype;
+    bool fl = is_float(t);
+    switch (in.op) {
+    case Op::neg: r = fl ? b_.CreateFNeg(x()) : b_.CreateNeg(x()); break;
+    case Op::abs:
+      if (fl) r = b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x());
+      else if (is_unsigned(t)) r = x();
+      else r = b_.CreateSelect(b_.CreateICmpSLT(x(), llvm::Constant::getNullValue(x()->getType())), b_.CreateNeg(x()), x());
+      break;
+    case Op::relu: {
+      llvm::Value* v = x();
+      llvm::Value* zero = llvm::Constant::getNullValue(v->getType());
+      if (fl) r = b_.CreateSelect(b_.CreateFCmpUGT(v, zero), v, zero); // NaN stays NaN
+      else if (is_unsigned(t)) r = v;
+      else r = b_.CreateSelect(b_.CreateICmpSGT(v, zero), v, zero);
+      break;
+    }
+    case Op::floor: r = fl ? b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, x()) : x(); break;
+    case Op::ceil: r = fl ? b_.CreateUnaryIntrinsic(llvm::Intrinsic::ceil, x()) : x(); break;
+    case Op::round: r = fl ? b_.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, x()) : x(); break;
+    case Op::exp:
+    case Op::log:
+    case Op::sqrt:
+    case Op::rsqrt:
+    case Op::sin:
+    case Op::cos:
+    case Op::tanh:
+    case Op::sigmoid:
+    case Op::erf: r = emit_math(b_, in.op, x()); break;
+    case Op::pow: r = emit_math(b_, in.op, x(), y()); break;
+    case Op::logical_not: r = b_.CreateNot(x()); break;
+    case Op::add:
+      r = fl ? b_.CreateFAdd(x(), y()) : t == DType::bool_ ? b_.CreateOr(x(), y()) : b_.CreateAdd(x(), y());
+      break;
+    case Op::sub: r = fl ? b_.CreateFSub(x(), y()) : b_.CreateSub(x(), y()); break;
+    case Op::mul:
+      r = fl ? b_.CreateFMul(x(), y()) : t == DType::bool_ ? b_.CreateAnd(x(), y()) : b_.CreateMul(x(), y());
+      break;
+    case Op::div: r = b_.CreateFDiv(x(), y()); break;
+    case Op::maximum:
+    case Op::minimum: {
+      llvm::Value *a = x(), *c = y();
+      bool mx = in.op == Op::maximum;
+      if (fl) {
+        // Eager: NaN x wins, then NaN y, then x < y ? y : x (max) / y < x ? y : x (min).
+        llvm::Value* pick = mx ? b_.CreateFCmpOLT(a, c) : b_.CreateFCmpOLT(c, a);
+        r = b_.CreateSelect(pick, c, a);
+        r = b_.CreateSelect(b_.CreateFCmpUNO(c, c), c, r);
+        r = b_.CreateSelect(b_.CreateFCmpUNO(a, a), a, r);
+      } else {
+        bool u = is_unsigned(t);
+        llvm::Value* pick = mx ? (u ? b_.CreateICmpULT(a, c) : b_.CreateICmpSLT(a, c))
+                               : (u ? b_.CreateICmpULT(c, a) : b_.CreateICmpSLT(c, a));
+        r = b_.CreateSelect(pick, c, a);
+      }
+      break;
+    }
+    case Op::eq:
+    case Op::ne:
+    case Op::lt:
+    case Op::le:
+    case Op::gt:
+    case Op::ge: r = compare(in.op, x(), y(), at); break;
+    case Op::logical_and: r = b_.CreateAnd(x(), y()); break;
+    case Op::logical_or: r = b_.CreateOr(x(), y()); break;
+    case Op::where: r = b_.CreateSelect(x(), y(), arg(in, 2, lanes)); break;
+    default: KILN_UNREACHABLE("codegen: op " + std::string(op_name(in.op)) + " has no lowering");
+    }
+    return round(r, t, lanes);
+  }
+
+  llvm::Value* compare(Op o, llvm::Value* a, llvm::Value* c, DType t) {
+    using P = llvm::CmpInst::Predicate;
+    bool u = is_unsigned(t);
+    if (is_float(t)) {
+      P p = o == Op::eq ? P::FCMP_OEQ : o == Op::ne ? P::FCMP_UNE : o == Op::lt ? P::FCMP_OLT
+          : o == Op::le ? P::FCMP_OLE : o == Op::gt ? P::FCMP_OGT : P::FCMP_OGE;
+      return b_.CreateFCmp(p, a, c);
+    }
+    P p = o == Op::eq ? P::ICMP_EQ : o == Op::ne ? P::ICMP_NE
+        : o == Op::lt ? (u ? P::ICMP_ULT : P::ICMP_SLT) : o == Op::le ? (u ? P::ICMP_ULE : P::ICMP_SLE)
+        : o == Op::gt ? (u ? P::ICMP_UGT : P::ICMP_SGT) : (u ? P::ICMP_UGE : P::ICMP_SGE);
+    return b_.CreateICmp(p, a, c);
+  }
+
+  // ---- reductions ----
+  llvm::Value* identity(Op o, DType t, int lanes) {
+    llvm::Type* st = scalar_type(t);
+    llvm::Value* c;
+    bool fl = is_float(t);
+    switch (o) {
+    case Op::sum: c = llvm::Constant::getNullValue(st); break;
+    case Op::prod: c = fl ? llvm::ConstantFP::get(st, 1.0) : llvm::ConstantInt::get(st, 1); break;
+    case Op::amax:
+    case Op::argmax:
+      c = fl ? llvm::ConstantFP::getInfinity(st, true)
+             : is_unsigned(t) ? llvm::ConstantInt::get(st, 0)
+                              : llvm::ConstantInt::get(st, llvm::APInt::getSignedMinValue(st->getIntegerBitWidth()));
+      break;
+    default: // amin, argmin
+      c = fl ? llvm::ConstantFP::getInfinity(st, false)
+             : is_unsigned(t) ? llvm::ConstantInt::get(st, llvm::APInt::getMaxValue(st->getIntegerBitWidth()))
+                              : llvm::ConstantInt::get(st, llvm::APInt::getSignedMaxValue(st->getIntegerBitWidth()));
+      break;
+    }
+    return splat(c, lanes);
+  }
+  /// Whether x replaces acc in a max (min) fold: greater (less), or a NaN over a number.
+  llvm::Value* better(bool max, llvm::Value* x, llvm::Value* acc, DType t) {
+    if (is_float(t)) {
+      llvm::Value* cmp = max ? b_.CreateFCmpOGT(x, acc) : b_.CreateFCmpOLT(x, acc);
+      llvm::Value* nan = b_.CreateAnd(b_.CreateFCmpUNO(x, x), b_.CreateFCmpORD(acc, acc));
+      return b_.CreateOr(cmp, nan);
+    }
+    bool u = is_unsigned(t);
+    return max ? (u ? b_.CreateICmpUGT(x, acc) : b_.CreateICmpSGT(x, acc))
+               : (u ? b_.CreateICmpULT(x, acc) : b_.CreateICmpSLT(x, acc));
+  }
+  llvm::Value* fold(Op o, llvm::Value* acc, llvm::Value* x, DType t) {
+    bool fl = is_float(t);
+    switch (o) {
+    case Op::sum: return fl ? b_.CreateFAdd(acc, x) : t == DType::bool_ ? b_.CreateOr(acc, x) : b_.CreateAdd(acc, x);
+    case Op::prod: return fl ? b_.CreateFMul(acc, x) : t == DType::bool_ ? b_.CreateAnd(acc, x) : b_.CreateMul(acc, x);
+    case Op::amax: return b_.CreateSelect(better(true, x, acc, t), x, acc);
+    case Op::amin: return b_.CreateSelect(better(false, x, acc, t), x, acc);
+    default: KILN_UNREACHABLE("fold of an arg reduction");
+    }
+  }
+
+  struct Acc {
+    llvm::AllocaInst* value = nullptr;
+    llvm::AllocaInst* index = nullptr; // argmax/argmin
+    llvm::AllocaInst* tail_value = nullptr;
+    int lanes = 1;
+  };
+
+  void emit_items(int lanes) {
+    vals_.clear();
+    for (const auto& it : k_.items) {
+      if (it.instr >= 0) {
+        emit_instr(it.instr, lanes);
+        continue;
+      }
+      emit_loop(k_.loops[static_cast<size_t>(it.loop)], lanes);
+    }
+  }
+
+  void emit_instr(int id, int lanes, std::unordered_map<int, Acc>* accs = nullptr) {
+    const Instr& in = k_.instrs[static_cast<size_t>(id)];
+    switch (in.kind) {
+    case Instr::Kind::load: vals_[id] = load(in, lanes); break;
+    case Instr::Kind::constant: vals_[id] = constant(in, lanes); break;
+    case Instr::Kind::op: vals_[id] = op(in, lanes); break;
+    case Instr::Kind::cast: {
+      DType from = k_.instrs[static_cast<size_t>(in.args[0])].dtype;
+      vals_[id] = cast(arg(in, 0, lanes), from, in.dtype, lanes);
+      break;
+    }
+    case Instr::Kind::store: store(in, vals_.at(in.args[0]), lanes); break;
+    case Instr::Kind::reduce: {
+      Acc& a = accs->at(id);
+      llvm::Value* x = arg(in, 0, lanes);
+      llvm::AllocaInst* slot_v = lanes == a.lanes ? a.value : a.tail_value;
+      llvm::Value* acc = b_.CreateLoad(type(in.dtype == DType::i64 && a.index ? arg_dtype(in) : in.dtype, lanes), slot_v);
+      if (in.op == Op::argmax || in.op == Op::argmin) {
+        DType xt = arg_dtype(in);
+        acc = b_.CreateLoad(type(xt, lanes), slot_v);
+        llvm::Value* upd = better(in.op == Op::argmax, x, acc, xt);
+        b_.CreateStore(b_.CreateSelect(upd, x, acc), slot_v);
+        llvm::Value* idx = splat(vars_[static_cast<size_t>(in.arg_var)], lanes);
+        llvm::Value* old = b_.CreateLoad(type(DType::i64, lanes), a.index);
+        b_.CreateStore(b_.CreateSelect(upd, idx, old), a.index);
+      } else {
+        b_.CreateStore(fold(in.op, acc, x, in.dtype), slot_v);
+      }
+      break;
+    }
+    }
+  }
+  DType arg_dtype(const Instr& in) { return k_.instrs[static_cast<size_t>(in.args[0])].dtype; }
+
+  void emit_loop(const Loop& l, int outer_lanes) {
+    const int n_outer = static_cast<int>(k_.outer.size());
+    const int m = static_cast<int>(k_.inner.size());
+    const bool inner_vec = s_.vector == Schedule::Vector::inner && outer_lanes == 1;
+    const int L = inner_vec ? s_.lanes : outer_lanes;
+    // Accumulators.
+    std::unordered_map<int, Acc> accs;
+    for (int id : l.body) {
+      const Instr& in = k_.instrs[static_cast<size_t>(id)];
+      if (in.kind != Instr::Kind::reduce) continue;
+      Acc a;
+      a.lanes = L;
+      bool arg = in.op == Op::argmax || in.op == Op::argmin;
+      DType vt = arg ? arg_dtype(in) : in.dtype;
+      a.value = slot(type(vt, L));
+      b_.CreateStore(identity(in.op, vt, L), a.value);
+      if (inner_vec) {
+        a.tail_value = slot(type(vt, 1));
+        b_.CreateStore(identity(in.op, vt, 1), a.tail_value);
+      }
+      if (arg) {
+        a.index = slot(type(DType::i64, L));
+        b_.CreateStore(splat(c64(0), L), a.index);
+      }
+      accs[id] = a;
+    }
+    int64_t rest = 1;
+    for (int d = 0; d + 1 < m; ++d)
+      rest *= k_.inner[static_cast<size_t>(d)];
+    const int64_t last = m > 0 ? k_.inner.back() : 1;
+    auto saved_vals = vals_;
+    loop(c64(0), c64(rest), 1, [&](llvm::Value* t) {
+      llvm::Value* q = t;
+      for (int d = m - 2; d >= 0; --d) {
+        vars_[static_cast<size_t>(n_outer + d)] = b_.CreateURem(q, c64(k_.inner[static_cast<size_t>(d)]));
+        q = b_.CreateUDiv(q, c64(k_.inner[static_cast<size_t>(d)]));
+      }
+      auto body = [&](int lanes, int vv) {
+        return [&, lanes, vv](llvm::Value* r) {
+          vars_[static_cast<size_t>(n_outer + m - 1)] = r;
+          int saved_vv = vector_var_;
+          if (inner_vec) vector_var_ = vv;
+          vals_ = saved_vals;
+          for (int id : l.body)
+            emit_instr(id, lanes, &accs);
+          vector_var_ = saved_vv;
+        };
+      };
+      if (inner_vec) {
+        int64_t vec_end = last / L * L;
+        loop(c64(0), c64(vec_end), L, body(L, n_outer + m - 1));
+        loop(c64(vec_end), c64(last), 1, body(1, -1));
+      } else {
+        loop(c64(0), c64(last), 1, body(outer_lanes, vector_var_));
+      }
+    });
+    vals_ = saved_vals;
+    // Results: combine lanes (inner mode) in a fixed order, round f16/bf16 once.
+    for (auto& [id, a] : accs) {
+      const Instr& in = k_.instrs[static_cast<size_t>(id)];
+      bool arg = in.op == Op::argmax || in.op == Op::argmin;
+      DType vt = arg ? arg_dtype(in) : in.dtype;
+      llvm::Value* v;
+      if (arg) {
+        v = b_.CreateLoad(type(DType::i64, L), a.index);
+      } else {
+        v = b_.CreateLoad(type(vt, a.lanes), a.value);
+        if (inner_vec) {
+          llvm::Value* acc = b_.CreateExtractElement(v, uint64_t{0});
+          for (int lane = 1; lane < a.lanes; ++lane)
+            acc = fold(in.op, acc, b_.CreateExtractElement(v, static_cast<uint64_t>(lane)), vt);
+          v = fold(in.op, acc, b_.CreateLoad(type(vt, 1), a.tail_value), vt);
+        }
+        v = round(v, in.dtype, inner_vec ? 1 : L);
+      }
+      vals_[id] = v;
+    }
+  }
+
+  llvm::Module& m_;
+  llvm::LLVMContext& ctx_;
+  llvm::IRBuilder<> b_;
+  const Kernel& k_;
+  const Schedule& s_;
+  llvm::Function* fn_ = nullptr;
+  llvm::BasicBlock* alloca_point_ = nullptr;
+  std::vector<llvm::Value*> base_;
+  std::vector<llvm::Value*> vars_;
+  int vector_var_ = -1;
+  std::unordered_map<int, llvm::Value*> vals_;
+};
+
+std::string KernelEmitter::host_cpu() { return host_target().cpu; }
+std::string KernelEmitter::host_features() { return host_target().features; }
+
+std::unique_ptr<llvm::Module> build(llvm::LLVMContext& ctx, std::span<const Kernel> kernels,
+                                    std::span<const Schedule> schedules, std::string_view name) {
+  auto m = std::make_unique<llvm::Module>(llvm::StringRef(name.data(), name.size()), ctx);
+  prepare_module(*m);
+  for (size_t i = 0; i < kernels.size(); ++i)
+    KernelEmitter(*m, kernels[i], schedules[i]).run();
+  return m;
+}
+
+} // namespace
+
+std::string compile_kernels(std::span<const Kernel> kernels, std::span<const Schedule> schedules,
+                            std::string_view module_name) {
+  llvm::LLVMContext ctx;
+  std::unique_ptr<llvm::Module> m = build(ctx, kernels, schedules, module_name);
+  return compile_module(*m);
+}
+
+std::string kernels_llvm_ir(std::span<const Kernel> kernels, std::span<const Schedule> schedules) {
+  llvm::LLVMContext ctx;
+  std::unique_ptr<llvm::Module> m = build(ctx, kernels, schedules, "kiln");
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  m->print(os, nullptr);
+  return s;
+}
+
+} // namespace kiln::codegen::cpu

@@ -1,0 +1,27 @@
+// The LLVM CPU code generator: kernels + schedules in, one object file out.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "codegen/schedule.h"
+#include "ir/kernel/kernel.h"
+
+namespace kiln::codegen::cpu {
+
+/// The C ABI of a generated kernel: buffer base pointers (indexed as Kernel::buffers) and a
+/// range of rows (Schedule::rows).
+using KernelEntry = void (*)(char* const* buffers, int64_t row_begin, int64_t row_end);
+
+/// Generates LLVM IR for each kernel under its schedule (a function named after the kernel),
+/// optimises the module at O3 for the host CPU and returns the object file's bytes.
+std::string compile_kernels(std::span<const ir::kernel::Kernel> kernels,
+                            std::span<const Schedule> schedules, std::string_view module_name);
+
+/// The generated LLVM IR, before optimisation (for dumps and tests).
+std::string kernels_llvm_ir(std::span<const ir::kernel::Kernel> kernels,
+                            std::span<const Schedule> schedules);
+
+} // namespace kiln::codegen::cpu

@@ -1,0 +1,62 @@
+// Fusion: which nodes of a graph run together as one generated kernel, and the lowering of
+// each group to the loop IR (ir/kernel/). The graph itself is not rewritten: the plan
+// builder (codegen/) runs groups as kernels and every other node as a call of its eager
+// kernel (an extern call), in `order`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/kernel/kernel.h"
+
+namespace kiln::passes {
+
+struct FusionGroup {
+  /// Member nodes in graph order: pointwise ops, reductions, `full`, `copy`. View nodes are
+  /// never members; a member reads through them as index maps.
+  std::vector<const ir::Node*> nodes;
+  /// Member results the group stores: those read outside the group, graph outputs and
+  /// write sources, in graph order.
+  std::vector<const ir::Value*> outputs;
+  /// Values from outside the group it reads (graph inputs, results of other steps), in first
+  /// read order; views are looked through to their source.
+  std::vector<const ir::Value*> inputs;
+  bool reduction = false;
+};
+
+/// One step of the compiled program: a group's kernel, or one node run by dispatch (a
+/// library call, an op with no lowering, or a view some extern step or output needs).
+struct FusionStep {
+  int group = -1;                 // >= 0: a kernel
+  const ir::Node* node = nullptr; // otherwise
+};
+
+struct FusionResult {
+  std::vector<FusionGroup> groups;
+  std::vector<FusionStep> order; // a topological order of the steps
+  /// One line per formed group and per candidate pair that was not fused, with the reason
+  /// (`KILN_LOGS=fusion`).
+  std::vector<std::string> log;
+};
+
+struct FusionOptions {
+  /// Off: every lowerable node is a group of its own (the "before fusion" count).
+  bool fuse = true;
+};
+
+/// Whether the code generator lowers this node (the op, its attributes and dtypes).
+bool is_lowerable(const ir::Node& n);
+
+/// Groups the nodes of a graph (see docs/ir.md, "Fusion", for the rules). Legality: a merge
+/// never creates a cycle between steps; a cost rule inlines a producer into a consumer that
+/// reads it at other indices (a broadcast, a view) only when that producer has no other use.
+FusionResult fuse(const ir::Graph& g, const FusionOptions& options = {});
+
+/// Lowers a group to a kernel. `buffers` receives, per kernel buffer, the graph value it
+/// binds (inputs first, then outputs). Throws kiln::Error (never for valid fusion output,
+/// but the plan builder then runs the group's nodes one by one, as extern calls).
+ir::kernel::Kernel lower_group(const FusionGroup& group, std::string name,
+                               std::vector<const ir::Value*>& buffers);
+
+} // namespace kiln::passes
