@@ -140,6 +140,8 @@ struct CompiledFunction::State {
       std::cerr << "[kiln fusion] graph " << id << ":\n" << fusion_log;
     bucket.push_back({std::move(key), exe});
     ++stats.compiles;
+    stats.generated_kernels += exe->generated_kernels();
+    if (exe->cache_hit()) ++stats.disk_cache_hits;
     stats.compile_ms +=
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     return exe;

@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <queue>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -444,7 +445,10 @@ FusionResult fuse(const ir::Graph& g, const FusionOptions& options) {
     auto [it, fresh] = group_index.try_emplace(r, static_cast<int>(result.groups.size()));
     if (fresh) {
       result.groups.emplace_back();
-      result.groups.back().reduction = domain[static_cast<size_t>(r)].reduction;
+      const Domain& d = domain[static_cast<size_t>(r)];
+      result.groups.back().reduction = d.reduction;
+      result.groups.back().shape = d.shape;
+      result.groups.back().dims = d.dims;
     }
     result.groups[static_cast<size_t>(it->second)].nodes.push_back(nodes[static_cast<size_t>(k)]);
   }
@@ -489,28 +493,55 @@ FusionResult fuse(const ir::Graph& g, const FusionOptions& options) {
     }
   }
 
-  // A topological order of the steps.
-  std::vector<char> done_group(result.groups.size(), 0);
-  std::unordered_set<const ir::Node*> done_node;
-  std::function<void(const ir::Node*)> visit = [&](const ir::Node* x) {
-    int grp = step_group(x);
-    if (grp >= 0 ? done_group[static_cast<size_t>(grp)] != 0 : done_node.count(x) > 0) return;
-    if (grp >= 0) {
-      done_group[static_cast<size_t>(grp)] = 1;
-      for (const ir::Value* v : result.groups[static_cast<size_t>(grp)].inputs)
-        if (v->producer()) visit(v->producer());
-      // Views between this group and its inputs are index maps; their sources are inputs.
-      result.order.push_back({grp, nullptr});
-      return;
+  // A topological order of the steps, always taking the ready step that comes first in the
+  // graph: steps with effects on the generator (random ops) keep their order.
+  const int num_groups = static_cast<int>(result.groups.size());
+  std::vector<int> unit_of_node(static_cast<size_t>(n), -1);
+  std::vector<FusionStep> units;
+  std::vector<int> unit_pos;
+  for (int g2 = 0; g2 < num_groups; ++g2) {
+    units.push_back({g2, nullptr});
+    unit_pos.push_back(pos.at(result.groups[static_cast<size_t>(g2)].nodes.front()));
+  }
+  for (int k = 0; k < n; ++k) {
+    const ir::Node* x = nodes[static_cast<size_t>(k)];
+    if (member(x)) {
+      unit_of_node[static_cast<size_t>(k)] = step_group(x);
+    } else if (!is_view(x) || needed_views.count(x)) {
+      unit_of_node[static_cast<size_t>(k)] = static_cast<int>(units.size());
+      units.push_back({-1, x});
+      unit_pos.push_back(k);
     }
-    if (is_view(x) && !needed_views.count(x)) return;
-    done_node.insert(x);
-    for (const ir::Value* v : x->inputs())
-      if (v->producer()) visit(v->producer());
-    result.order.push_back({-1, x});
+  }
+  std::vector<std::vector<int>> users(units.size());
+  std::vector<int> pending(units.size(), 0);
+  auto depend = [&](int u, const ir::Value* v) {
+    if (!v->producer()) return;
+    int d = unit_of_node[static_cast<size_t>(pos.at(v->producer()))];
+    if (d < 0 || d == u) return;
+    users[static_cast<size_t>(d)].push_back(u);
+    ++pending[static_cast<size_t>(u)];
   };
-  for (const ir::Node* x : nodes)
-    visit(x);
+  for (size_t u = 0; u < units.size(); ++u) {
+    if (units[u].group >= 0) {
+      for (const ir::Value* v : result.groups[static_cast<size_t>(units[u].group)].inputs)
+        depend(static_cast<int>(u), v);
+    } else {
+      for (const ir::Value* v : units[u].node->inputs())
+        depend(static_cast<int>(u), v);
+    }
+  }
+  std::priority_queue<std::pair<int, int>, std::vector<std::pair<int, int>>, std::greater<>> ready;
+  for (size_t u = 0; u < units.size(); ++u)
+    if (pending[u] == 0) ready.push({unit_pos[u], static_cast<int>(u)});
+  while (!ready.empty()) {
+    int u = ready.top().second;
+    ready.pop();
+    result.order.push_back(units[static_cast<size_t>(u)]);
+    for (int w : users[static_cast<size_t>(u)])
+      if (--pending[static_cast<size_t>(w)] == 0) ready.push({unit_pos[static_cast<size_t>(w)], w});
+  }
+  KILN_ASSERT(result.order.size() == units.size(), "fusion formed a cycle between steps");
   for (size_t k = 0; k < result.groups.size(); ++k) {
     const FusionGroup& grp = result.groups[k];
     std::string line = "group " + std::to_string(k) + (grp.reduction ? " (reduction):" : ":");
@@ -540,9 +571,7 @@ public:
     k_.name = std::move(name);
     for (const ir::Node* m : grp.nodes)
       members_.insert(m);
-    dom_ = node_domain(*grp.nodes.front());
-    for (const ir::Node* m : grp.nodes)
-      if (is_reduction_op(m->op())) dom_ = node_domain(*m);
+    dom_ = Domain{grp.reduction, grp.shape, grp.dims};
     k_.outer = dom_.outer();
     k_.inner = dom_.inner();
     extents_ = k_.extents();

@@ -23,6 +23,10 @@ struct FusionGroup {
   /// read order; views are looked through to their source.
   std::vector<const ir::Value*> inputs;
   bool reduction = false;
+  /// The iteration domain: a pointwise group's shape, or a reduction's operand shape with
+  /// the reduced dims (sorted).
+  Shape shape;
+  std::vector<int64_t> dims;
 };
 
 /// One step of the compiled program: a group's kernel, or one node run by dispatch (a

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -134,7 +135,8 @@ std::string stats_line(const CompileStats& s) {
   std::ostringstream os;
   os << "traces " << s.traces << ", replays " << s.replays << ", graphs " << s.graphs << ", breaks "
      << s.breaks << ", ops " << s.ops << ", kernels " << s.kernels << ", compiles " << s.compiles
-     << ", cache hits " << s.cache_hits;
+     << ", cache hits " << s.cache_hits << ", generated kernels " << s.generated_kernels
+     << ", disk cache hits " << s.disk_cache_hits;
   return os.str();
 }
 
@@ -182,15 +184,62 @@ int run_model_command(const RunOptions& o, ModelInstance& inst, const ModelArgs&
   std::cout << "output   " << describe_output(outs.back()) << "\n";
   std::cout << "time     " << timing_line(times, true) << "\n";
   std::cout << "stats    " << stats_line(compiled.stats()) << "\n";
-  for (size_t k = 0; k < outs.size(); ++k) {
-    std::string diff = compare_bits(outs[k], reference);
-    if (diff.empty()) continue;
-    std::cout << "matches eager: no: " << diff << " (call " << k + 1 << " of " << outs.size()
-              << ")\n";
-    return 1;
+  bool bitwise = true;
+  for (const Tensor& out : outs)
+    bitwise = bitwise && compare_bits(out, reference).empty();
+  if (bitwise) {
+    std::cout << "matches eager: yes (bit for bit)\n";
+    return 0;
   }
-  std::cout << "matches eager: yes (bit for bit)\n";
-  return 0;
+  // Fused kernels reorder sums and use their own math functions, so the bits may differ.
+  // TESTING.md's rule: the compiled result may be at most 2x (3x for f16/bf16) as far from
+  // an f64 eager reference as the eager result is.
+  double eager_err = 0, compiled_err = 0, scale = 0;
+  std::string shape_problem;
+  if (is_floating(reference.dtype())) {
+    module.to(DType::f64);
+    Tensor x64 = is_floating(x.dtype()) ? x.to(DType::f64) : x;
+    Tensor ref64 = run_model(spec, module, x64).to(DType::f64).contiguous();
+    module.to(reference.dtype());
+    std::vector<double> r = ref64.to_vector<double>();
+    auto err = [&](const Tensor& t) {
+      std::vector<double> v = t.to(DType::f64).contiguous().to_vector<double>();
+      double e = 0;
+      for (size_t k = 0; k < v.size() && k < r.size(); ++k) {
+        double d = std::abs(v[k] - r[k]);
+        if (std::isnan(v[k]) != std::isnan(r[k]) || (std::isnan(d) && !std::isnan(r[k])))
+          return std::numeric_limits<double>::infinity();
+        if (!std::isnan(d)) e = std::max(e, d);
+      }
+      return e;
+    };
+    for (double v : r)
+      if (!std::isnan(v)) scale = std::max(scale, std::abs(v));
+    eager_err = err(reference);
+    for (const Tensor& out : outs) {
+      if (out.sizes() != reference.sizes() || out.dtype() != reference.dtype())
+        shape_problem = compare_bits(out, reference);
+      compiled_err = std::max(compiled_err, err(out));
+    }
+  }
+  const double factor = reference.dtype() == DType::f16 || reference.dtype() == DType::bf16 ? 3 : 2;
+  // A floor of a few f32 rounding errors of the output's magnitude, for when eager happens to
+  // round exactly like the f64 reference.
+  const double floor = 8 * 1.2e-7 * scale;
+  if (shape_problem.empty() && is_floating(reference.dtype()) &&
+      compiled_err <= factor * eager_err + floor) {
+    std::cout << "matches eager: yes (" << compare_bits(outs.back(), reference)
+              << "; error against an f64 reference: compiled " << fmt_g(compiled_err) << ", eager "
+              << fmt_g(eager_err) << ")\n";
+    return 0;
+  }
+  std::cout << "matches eager: no: "
+            << (shape_problem.empty() ? compare_bits(outs.back(), reference) : shape_problem);
+  if (is_floating(reference.dtype()))
+    std::cout << "; error against an f64 reference: compiled " << fmt_g(compiled_err)
+              << ", eager " << fmt_g(eager_err);
+  std::cout << "\n";
+  return 1;
 }
 
 } // namespace

@@ -25,10 +25,10 @@ void check_model(const ModelSpec& spec, const std::string& backend, bool train) 
     manual_seed(200 + call);
     Tensor want = run_model(spec, *ref, x);
     manual_seed(200 + call);
-    KILN_REQUIRE_BITWISE(f(x), want);
+    KILN_REQUIRE_CLOSE(f(x), want);
     for (auto& [name, b] : ref->named_buffers()) {
       INFO("buffer " << name);
-      KILN_REQUIRE_BITWISE(m->state_dict().at(name), b);
+      KILN_REQUIRE_CLOSE(m->state_dict().at(name), b);
     }
   }
 }

@@ -1,0 +1,129 @@
+// The on-disk kernel cache through kiln::compile, and 64-bit indexing past 2^31 elements.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <kiln/kiln.h>
+
+#include "codegen/cache.h"
+
+using namespace kiln;
+
+namespace {
+
+Tensor chain(const Tensor& x) { return (x * 2 + 1).relu().sum({1}); }
+
+/// The fused sum adds in another order than eager code: equal within f32 tolerance.
+bool close(const Tensor& a, const Tensor& b) {
+  std::vector<float> x = a.to_vector<float>(), y = b.to_vector<float>();
+  if (x.size() != y.size()) return false;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (std::abs(x[i] - y[i]) > 1e-5f + 1.3e-6f * std::abs(y[i])) return false;
+  return true;
+}
+
+std::vector<std::filesystem::path> entries() {
+  std::vector<std::filesystem::path> r;
+  for (const auto& e : std::filesystem::directory_iterator(codegen::DiskCache::global().dir()))
+    if (e.path().extension() == ".kobj") r.push_back(e.path());
+  return r;
+}
+
+int64_t compile_and_check(const Tensor& x) {
+  auto f = compile(chain);
+  Tensor got = f(x);
+  CHECK(close(got, chain(x)));
+  CHECK(f.stats().generated_kernels == 1);
+  return f.stats().disk_cache_hits;
+}
+
+} // namespace
+
+TEST_CASE("a second compile of the same graph loads its kernels from disk", "[cache]") {
+  codegen::DiskCache::global().clear();
+  manual_seed(11);
+  Tensor x = randn({5, 7});
+  CHECK(compile_and_check(x) == 0);
+  CHECK(entries().size() == 1);
+  CHECK(compile_and_check(x) == 1);
+}
+
+TEST_CASE("a corrupt or truncated cache entry is recompiled", "[cache]") {
+  codegen::DiskCache::global().clear();
+  manual_seed(12);
+  Tensor x = randn({5, 7});
+  CHECK(compile_and_check(x) == 0);
+  REQUIRE(entries().size() == 1);
+  const std::filesystem::path entry = entries().front();
+  {
+    // Flip a byte near the end (inside the object code).
+    std::fstream f(entry, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-16, std::ios::end);
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(-16, std::ios::end);
+    c = static_cast<char>(c ^ 0x5a);
+    f.write(&c, 1);
+  }
+  CHECK(compile_and_check(x) == 0); // a miss: compiled again, and right
+  CHECK(compile_and_check(x) == 1); // the entry was rewritten
+  std::filesystem::resize_file(entry, std::filesystem::file_size(entry) / 2);
+  CHECK(compile_and_check(x) == 0);
+  CHECK(compile_and_check(x) == 1);
+}
+
+TEST_CASE("two processes compiling the same model at once both work", "[cache]") {
+  codegen::DiskCache::global().clear();
+  std::vector<pid_t> children;
+  for (int k = 0; k < 3; ++k) {
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      int rc = 0;
+      try {
+        manual_seed(13);
+        Tensor x = randn({9, 33});
+        for (int round = 0; round < 3; ++round) {
+          auto f = compile(chain);
+          if (!close(f(x), chain(x))) rc = 1;
+        }
+      } catch (...) {
+        rc = 2;
+      }
+      _exit(rc);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  manual_seed(13);
+  Tensor x = randn({9, 33});
+  CHECK(compile_and_check(x) == 1);
+}
+
+TEST_CASE("kernels index tensors of more than 2^31 elements", "[big]") {
+  // u8 and bool keep this at about 4 GiB. A 32-bit index would wrap and read element 5.
+  const int64_t n = (int64_t{1} << 31) + 17;
+  const int64_t probe = (int64_t{1} << 31) + 5;
+  Tensor x = full({n}, 1, DType::u8);
+  x.slice(0, probe, probe + 1).fill_(7);
+  auto f = compile([](const Tensor& a) { return (a + 3) > 5; });
+  Tensor y = f(x);
+  REQUIRE(y.dtype() == DType::bool_);
+  REQUIRE(y.numel() == n);
+  CHECK(f.stats().generated_kernels == 1);
+  std::vector<uint8_t> tail = y.slice(0, probe - 1, n).to(DType::u8).to_vector<uint8_t>();
+  CHECK(tail[0] == 0);
+  CHECK(tail[1] == 1); // 7 + 3 > 5
+  CHECK(tail[2] == 0);
+  CHECK(tail.back() == 0);
+  CHECK(y.slice(0, 0, 8).to(DType::u8).to_vector<uint8_t>() == std::vector<uint8_t>(8, 0));
+}

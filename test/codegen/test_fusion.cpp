@@ -1,0 +1,101 @@
+// Fusion through the kiln backend: how many kernels a pattern becomes, and that the fused
+// result equals eager code.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include <kiln/kiln.h>
+
+using namespace kiln;
+
+namespace {
+
+/// Same dtype and shape; values within rtol/atol (NaN equals NaN, infinities exact).
+bool close(const Tensor& a, const Tensor& b, double rtol = 1.3e-6, double atol = 1e-5) {
+  if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
+  std::vector<double> x = a.to(DType::f64).contiguous().to_vector<double>();
+  std::vector<double> y = b.to(DType::f64).contiguous().to_vector<double>();
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i]) || std::isnan(y[i])) {
+      if (std::isnan(x[i]) != std::isnan(y[i])) return false;
+      continue;
+    }
+    if (std::isinf(x[i]) || std::isinf(y[i])) {
+      if (x[i] != y[i]) return false;
+      continue;
+    }
+    if (std::abs(x[i] - y[i]) > atol + rtol * std::abs(y[i])) return false;
+  }
+  return true;
+}
+
+template <typename F, typename... T> int64_t check_kernels(F f, const T&... args) {
+  auto c = compile(f);
+  Tensor want = f(args...);
+  Tensor got = c(args...);
+  INFO("eager " << want << "\ncompiled " << got);
+  CHECK(close(got, want));
+  Tensor again = c(args...); // the replay path
+  CHECK(close(again, want));
+  return c.stats().kernels;
+}
+
+} // namespace
+
+TEST_CASE("softmax over the last dim is one kernel", "[fusion]") {
+  manual_seed(1);
+  Tensor x = randn({64, 1000});
+  CHECK(check_kernels([](const Tensor& a) { return softmax(a, -1); }, x) == 1);
+  CHECK(check_kernels([](const Tensor& a) { return log_softmax(a, -1); }, x) == 1);
+}
+
+TEST_CASE("softmax over a leading dim is one kernel", "[fusion]") {
+  manual_seed(2);
+  Tensor x = randn({33, 17});
+  CHECK(check_kernels([](const Tensor& a) { return softmax(a, 0); }, x) == 1);
+}
+
+TEST_CASE("layer_norm over the last dim is one kernel", "[fusion]") {
+  manual_seed(3);
+  Tensor x = randn({8, 7, 384}), w = randn({384}), b = randn({384});
+  CHECK(check_kernels([](const Tensor& a, const Tensor& w_, const Tensor& b_) {
+    return layer_norm(a, {384}, w_, b_);
+  }, x, w, b) == 1);
+}
+
+TEST_CASE("a GELU chain is one kernel", "[fusion]") {
+  manual_seed(4);
+  Tensor x = randn({1023});
+  CHECK(check_kernels([](const Tensor& a) { return gelu(a * 2 + 1, "tanh") * a; }, x) == 1);
+  CHECK(check_kernels([](const Tensor& a) { return gelu(a, "none") - a; }, x) == 1);
+}
+
+TEST_CASE("a residual MLP block is two library calls and two kernels", "[fusion]") {
+  manual_seed(5);
+  Tensor x = randn({16, 64}), w1 = randn({128, 64}), b1 = randn({128}), w2 = randn({64, 128}),
+         b2 = randn({64});
+  auto block = [&](const Tensor& a) {
+    return relu(linear(gelu(linear(a, w1, b1)), w2, b2) + a);
+  };
+  // matmul, bias+gelu, matmul, bias+residual+relu.
+  CHECK(check_kernels(block, x) == 4);
+}
+
+TEST_CASE("pointwise chains over views and broadcasts fuse", "[fusion]") {
+  manual_seed(6);
+  Tensor x = randn({37, 19}), y = randn({19});
+  CHECK(check_kernels([](const Tensor& a, const Tensor& b) { return (a.t() * 2).t() + b; }, x, y) == 1);
+  CHECK(check_kernels([](const Tensor& a) { return a.slice(1, 1, 19, 3).exp().sum({0}); }, x) == 1);
+  CHECK(check_kernels([](const Tensor& a) { return (a.t() + 1).reshape({19 * 37}) * 3; }, x) == 1);
+  CHECK(check_kernels([](const Tensor& a) { return a.sum({1}, true) - a; }, x) == 1);
+}
+
+TEST_CASE("without fusion each op is its own kernel", "[fusion]") {
+  manual_seed(7);
+  Tensor x = randn({64, 100});
+  CompileOptions o;
+  o.backend = "interpreter";
+  auto c = compile([](const Tensor& a) { return softmax(a, -1); }, o);
+  Tensor r = c(x);
+  CHECK(c.stats().kernels > 3);
+}
