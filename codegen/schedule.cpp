@@ -30,7 +30,9 @@ Schedule choose_schedule(const Kernel& k, int vector_bytes) {
   int64_t widest = 4;
   bool arg_reduction = false;
   for (const Instr& in : k.instrs) {
-    if (in.dtype == DType::f64 || in.dtype == DType::i64) widest = 8;
+    // Constants are splat once; argmax indices are i64 beside the values they track.
+    if (in.kind != Instr::Kind::constant && (in.dtype == DType::f64 || in.dtype == DType::i64))
+      widest = 8;
     if (in.kind == Instr::Kind::reduce && (in.op == Op::argmax || in.op == Op::argmin))
       arg_reduction = true;
   }

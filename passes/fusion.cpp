@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/numbering.h"
 #include "runtime/error.h"
 #include "runtime/ops.h"
 #include "runtime/ops/dispatch.h"
@@ -251,6 +252,11 @@ FusionResult fuse(const ir::Graph& g, const FusionOptions& options) {
   for (size_t k = 0; k < nodes.size(); ++k)
     pos[nodes[k]] = static_cast<int>(k);
   const int n = static_cast<int>(nodes.size());
+  const ir::ValueNumbering numbering(g);
+  // "%14 add": the node by its result's number, as the printer shows it.
+  auto label = [&](const ir::Node* x) {
+    return "%" + std::to_string(numbering[x->output()]) + " " + std::string(x->name());
+  };
 
   std::vector<int> parent(static_cast<size_t>(n), -1); // -1: not a member
   std::vector<Domain> domain(static_cast<size_t>(n));
@@ -337,8 +343,7 @@ FusionResult fuse(const ir::Graph& g, const FusionOptions& options) {
   };
 
   auto log_refusal = [&](const ir::Node* p, const ir::Node* c, const std::string& why) {
-    result.log.push_back("not fused: %" + std::to_string(pos.at(p)) + " " + std::string(p->name()) +
-                         " -> %" + std::to_string(pos.at(c)) + " " + std::string(c->name()) + ": " + why);
+    result.log.push_back("not fused: " + label(p) + " -> " + label(c) + ": " + why);
   };
 
   if (options.fuse) {
@@ -405,9 +410,7 @@ FusionResult fuse(const ir::Graph& g, const FusionOptions& options) {
         int root = std::min(g1, g2), other = std::max(g1, g2);
         parent[static_cast<size_t>(other)] = root;
         domain[static_cast<size_t>(root)] = merged;
-        result.log.push_back("fused (" + kind + "): %" + std::to_string(pos.at(p)) + " " +
-                             std::string(p->name()) + " -> %" + std::to_string(k) + " " +
-                             std::string(c->name()));
+        result.log.push_back("fused (" + kind + "): " + label(p) + " -> " + label(c));
       }
     }
     // Horizontal: pointwise groups over the same domain reading the same value.
@@ -431,8 +434,9 @@ FusionResult fuse(const ir::Graph& g, const FusionOptions& options) {
           if (path_outside(g1, g2) || path_outside(g2, g1)) continue;
           int root = std::min(g1, g2), other = std::max(g1, g2);
           parent[static_cast<size_t>(other)] = root;
-          result.log.push_back("fused (horizontal, both read " + (v->name().empty() ? std::string("a value") : v->name()) + "): %" +
-                               std::to_string(users[a]) + " and %" + std::to_string(users[b]));
+          result.log.push_back("fused (horizontal, both read %" + std::to_string(numbering[v]) +
+                               "): " + label(nodes[static_cast<size_t>(users[a])]) + " and " +
+                               label(nodes[static_cast<size_t>(users[b])]));
         }
     }
   }
@@ -546,7 +550,7 @@ FusionResult fuse(const ir::Graph& g, const FusionOptions& options) {
     const FusionGroup& grp = result.groups[k];
     std::string line = "group " + std::to_string(k) + (grp.reduction ? " (reduction):" : ":");
     for (const ir::Node* m : grp.nodes)
-      line += " %" + std::to_string(pos.at(m)) + " " + std::string(m->name());
+      line += " " + label(m);
     line += ", stores " + std::to_string(grp.outputs.size());
     result.log.push_back(line);
   }
@@ -580,7 +584,7 @@ public:
 
   Kernel run() {
     for (const ir::Value* v : grp_.inputs)
-      buffer(v, false);
+      if (!inlined_constant(v)) buffer(v, false);
     std::vector<std::pair<const ir::Value*, IndexVec>> full;
     for (const ir::Value* v : grp_.outputs) {
       std::optional<IndexVec> idx = dom_.canonical(sizes_of(v));
@@ -625,6 +629,10 @@ private:
     return it->second;
   }
 
+  static bool inlined_constant(const ir::Value* v) {
+    return v->is_constant() && v->type().numel() == 1;
+  }
+
   int new_loop(Loop::Kind kind) {
     k_.loops.push_back({kind, {}});
     return static_cast<int>(k_.loops.size() - 1);
@@ -662,7 +670,16 @@ private:
   }
 
   int cast(int x, DType to) {
-    if (k_.instrs[static_cast<size_t>(x)].dtype == to) return x;
+    const Instr& from = k_.instrs[static_cast<size_t>(x)];
+    if (from.dtype == to) return x;
+    if (from.kind == Instr::Kind::constant) {
+      // Folded with the eager conversion rules.
+      Tensor c = is_floating(from.dtype) ? kiln::full({}, from.value, from.dtype)
+                                         : kiln::full({}, from.ivalue, from.dtype);
+      int64_t iv = 0;
+      double d = scalar_value(c.to(to), iv);
+      return constant(d, iv, to);
+    }
     std::string key = "cast " + std::to_string(x) + " " + std::string(dtype_name(to));
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
     Instr in;
@@ -717,7 +734,7 @@ private:
     const ir::Node* p = v->producer();
     const DType dt = v->type().dtype();
     if (!p || !members_.count(p)) {
-      if (v->is_constant() && v->type().numel() == 1) {
+      if (inlined_constant(v)) {
         int64_t iv = 0;
         double d = scalar_value(v->constant(), iv);
         return constant(d, iv, dt);

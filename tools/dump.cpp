@@ -13,6 +13,10 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "codegen/cpu/jit.h"
+#include "codegen/cpu/kernel_codegen.h"
+#include "codegen/schedule.h"
+#include "passes/fusion.h"
 #include "passes/passes.h"
 #include "tools/commands.h"
 #include "tools/model_args.h"
@@ -21,14 +25,17 @@ namespace kiln::tools {
 namespace {
 
 constexpr const char* kDumpUsage =
-    "usage: kiln dump MODEL|FILE.kir|- [--stage traced|simplified|all] [--format kir|dot|mlir]\n"
+    "usage: kiln dump MODEL|FILE.kir|- [--stage traced|simplified|all|fused|kernels|llvm]\n"
+    "                 [--format kir|dot|mlir]\n"
     "                 [-o OUT] [--input SPEC] [--seed N] [--plugin LIB.so --model NAME]\n"
     "  Prints the graphs of one call of MODEL's forward (as kiln::explain traces them), or the\n"
     "  graphs of a .kir file (- for stdin), at a stage of compilation. Graphs are preceded by\n"
     "  a `// graph N` comment line (kir, mlir); dot output is one digraph after another.\n"
     "  --stage S          traced (default): as recorded; simplified: after the default\n"
-    "                     pipeline (canonicalize, constant-fold, cse, dce); all: both\n"
-    "                     (fused and kernels arrive with the fusion and LLVM backend)\n"
+    "                     pipeline (canonicalize, constant-fold, cse, dce); all: both;\n"
+    "                     fused: the fusion groups of the simplified graph and why pairs\n"
+    "                     were not fused; kernels: each group's loop IR and schedule;\n"
+    "                     llvm: the LLVM IR generated for them (before optimisation)\n"
     "  --format F         kir (default), dot (Graphviz) or mlir\n"
     "  -o OUT             write to OUT instead of stdout\n";
 
@@ -112,8 +119,42 @@ std::optional<CommandError> render(const DumpOptions& o, const Source& src, std:
     print_graph(os, g, o.format);
     ++printed;
   };
+  const bool lowered = o.stage == "fused" || o.stage == "kernels" || o.stage == "llvm";
   for (size_t k = 0; k < src.module.graphs.size(); ++k) {
     const ir::Graph& g = *src.module.graphs[k];
+    if (lowered) {
+      std::unique_ptr<ir::Graph> s = g.clone();
+      passes::PassContext ctx;
+      if (auto r = pipeline.run(*s, ctx); !r)
+        return runtime_error(src.name + " graph " + std::to_string(k) + ": " + r.error().message());
+      os << "// graph " << k << "\n";
+      passes::FusionResult fusion = passes::fuse(*s);
+      if (o.stage == "fused") {
+        for (const std::string& line : fusion.log)
+          os << "// " << line << "\n";
+        continue;
+      }
+      std::vector<ir::kernel::Kernel> kernels;
+      std::vector<codegen::Schedule> schedules;
+      const int width = codegen::cpu::host_target().vector_bytes;
+      for (size_t gi = 0; gi < fusion.groups.size(); ++gi) {
+        std::vector<const ir::Value*> buffers;
+        try {
+          kernels.push_back(passes::lower_group(fusion.groups[gi], "kiln_k" + std::to_string(gi), buffers));
+        } catch (const Error& e) {
+          return runtime_error(src.name + " graph " + std::to_string(k) + " group " +
+                               std::to_string(gi) + ": " + e.what());
+        }
+        schedules.push_back(codegen::choose_schedule(kernels.back(), width));
+      }
+      if (o.stage == "llvm") {
+        os << codegen::cpu::kernels_llvm_ir(kernels, schedules);
+        continue;
+      }
+      for (size_t gi = 0; gi < kernels.size(); ++gi)
+        os << "// schedule " << schedules[gi].str() << "\n" << kernels[gi].str();
+      continue;
+    }
     if (traced) emit(k, g, ": traced");
     if (simplified) {
       std::unique_ptr<ir::Graph> s = g.clone();
@@ -155,13 +196,12 @@ int dump_main(std::span<const std::string_view> args) {
     }
     return report("dump", usage_error("unknown option '" + std::string(a) + "'"));
   }
-  if (o.stage == "fused" || o.stage == "kernels")
-    return report("dump", usage_error("--stage " + o.stage +
-                                      " is not available yet: it arrives with the fusion and "
-                                      "LLVM backend (stages now: traced, simplified, all)"));
-  if (o.stage != "traced" && o.stage != "simplified" && o.stage != "all")
+  const bool lowered = o.stage == "fused" || o.stage == "kernels" || o.stage == "llvm";
+  if (o.stage != "traced" && o.stage != "simplified" && o.stage != "all" && !lowered)
     return report("dump", usage_error("unknown stage '" + o.stage +
-                                      "' (expected traced, simplified or all)"));
+                                      "' (expected traced, simplified, all, fused, kernels or llvm)"));
+  if (lowered && o.format != "kir")
+    return report("dump", usage_error("--stage " + o.stage + " prints text only (no --format)"));
   if (o.format != "kir" && o.format != "dot" && o.format != "mlir")
     return report("dump",
                   usage_error("unknown format '" + o.format + "' (expected kir, dot or mlir)"));
