@@ -63,7 +63,6 @@ std::vector<int64_t> reduction_dims(const ir::Node& n) {
   return dims;
 }
 
-bool keepdim(const ir::Node& n) { return n.attrs().b(1); }
 
 // ---- index maps -------------------------------------------------------------------------
 
@@ -289,38 +288,41 @@ FusionResult fuse(const ir::Graph& g, const FusionOptions& options) {
         }
       };
 
-  // Is there a path from group a to group b through a node outside both?
+  // Is there a path from group a to group b through a step outside both? (Views between
+  // them are index maps, not steps; a view reached from outside is part of that path.)
   auto path_outside = [&](int a, int b) {
     int limit = 0;
     for (int k = 0; k < n; ++k)
       if (parent[static_cast<size_t>(k)] >= 0 && find(k) == b) limit = std::max(limit, k);
-    std::vector<char> seen(static_cast<size_t>(n), 0);
-    std::vector<int> stack;
-    auto push_users = [&](const ir::Node* x, bool from_outside) {
+    std::vector<char> seen(static_cast<size_t>(2 * n), 0);
+    std::vector<std::pair<int, bool>> stack;
+    bool cycle = false;
+    auto push_users = [&](const ir::Node* x, bool outside) {
       for (const ir::Value* o : x->outputs())
-        for (const ir::Use& u : o->uses())
-          if (u.user) {
-            int p = pos.at(u.user);
-            if (p > limit || seen[static_cast<size_t>(p)]) continue;
-            bool in_a = member(u.user) && find(p) == a;
-            bool in_b = member(u.user) && find(p) == b;
-            if (in_b && !from_outside) continue;
-            if (in_a) continue;
-            seen[static_cast<size_t>(p)] = 1;
-            stack.push_back(p);
+        for (const ir::Use& u : o->uses()) {
+          if (!u.user) continue;
+          int p = pos.at(u.user);
+          if (p > limit) continue;
+          if (member(u.user) && find(p) == b) {
+            cycle = cycle || outside;
+            continue;
           }
+          if (member(u.user) && find(p) == a) continue;
+          bool next = outside || !is_view(u.user);
+          size_t key = static_cast<size_t>(2 * p + (next ? 1 : 0));
+          if (seen[key]) continue;
+          seen[key] = 1;
+          stack.push_back({p, next});
+        }
     };
     for (int k = 0; k < n; ++k)
       if (parent[static_cast<size_t>(k)] >= 0 && find(k) == a) push_users(nodes[static_cast<size_t>(k)], false);
-    while (!stack.empty()) {
-      int p = stack.back();
+    while (!stack.empty() && !cycle) {
+      auto [p, outside] = stack.back();
       stack.pop_back();
-      const ir::Node* x = nodes[static_cast<size_t>(p)];
-      if (member(x) && find(p) == b) return true;
-      // View nodes pass the data through: a view between a and b is not "outside".
-      push_users(x, !is_view(x));
+      push_users(nodes[static_cast<size_t>(p)], outside);
     }
-    return false;
+    return cycle;
   };
 
   auto only_output_is = [&](int grp, const ir::Node* p, const ir::Node* consumer) {

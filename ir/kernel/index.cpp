@@ -12,13 +12,20 @@ int64_t floor_div(int64_t a, int64_t d) {
   return (a % d != 0 && (a < 0) != (d < 0)) ? q - 1 : q;
 }
 
+// Appends rather than `"(" + str`: GCC 12 warns (-Wrestrict, falsely) on literal + string.
 std::string term_str(const Term& t) {
-  switch (t.kind) {
-  case Term::Kind::var: return "v" + std::to_string(t.var);
-  case Term::Kind::div: return "(" + t.inner->str() + " / " + std::to_string(t.divisor) + ")";
-  case Term::Kind::mod: return "(" + t.inner->str() + " % " + std::to_string(t.divisor) + ")";
+  std::string s;
+  if (t.kind == Term::Kind::var) {
+    s = "v";
+    s += std::to_string(t.var);
+    return s;
   }
-  return "";
+  s = "(";
+  s += t.inner->str();
+  s += t.kind == Term::Kind::div ? " / " : " % ";
+  s += std::to_string(t.divisor);
+  s += ")";
+  return s;
 }
 
 bool term_less(const Term& a, const Term& b) {
@@ -199,7 +206,10 @@ std::string Index::str() const {
     if (!s.empty()) s += c < 0 ? " - " : " + ";
     else if (c < 0) s += "-";
     int64_t m = c < 0 ? -c : c;
-    if (m != 1) s += std::to_string(m) + "*";
+    if (m != 1) {
+      s += std::to_string(m);
+      s += "*";
+    }
     s += term_str(t);
   }
   return s;

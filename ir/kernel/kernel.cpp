@@ -24,9 +24,12 @@ namespace {
 
 std::string list(const std::vector<int64_t>& v) {
   std::string s = "[";
-  for (size_t k = 0; k < v.size(); ++k)
-    s += (k ? "," : "") + std::to_string(v[k]);
-  return s + "]";
+  for (size_t k = 0; k < v.size(); ++k) {
+    if (k) s += ",";
+    s += std::to_string(v[k]);
+  }
+  s += "]";
+  return s;
 }
 
 void print_instr(std::ostream& os, const Kernel& k, int id) {
