@@ -101,6 +101,8 @@ IndexVec view_operand_index(const ir::Node& n, const IndexVec& idx,
   }
   case Op::view: {
     // Same elements in row-major order: linearise in the result, split in the operand.
+    // An empty view is never read (its domain has no points).
+    if (std::find(in.begin(), in.end(), 0) != in.end()) return IndexVec(in.size(), Index::constant(0));
     Shape rs = contiguous_strides(out), is = contiguous_strides(in);
     Index linear;
     for (size_t k = 0; k < out.size(); ++k)
@@ -405,7 +407,7 @@ FusionResult fuse(const ir::Graph& g, const FusionOptions& options) {
           log_refusal(p, c, same_shape ? "domains differ" : "the producer is read at other indices and also elsewhere");
           continue;
         }
-        if (path_outside(g1, g2)) {
+        if (path_outside(g1, g2) || path_outside(g2, g1)) {
           log_refusal(p, c, "fusing would create a cycle through another step");
           continue;
         }
@@ -547,7 +549,8 @@ FusionResult fuse(const ir::Graph& g, const FusionOptions& options) {
     for (int w : users[static_cast<size_t>(u)])
       if (--pending[static_cast<size_t>(w)] == 0) ready.push({unit_pos[static_cast<size_t>(w)], w});
   }
-  KILN_ASSERT(result.order.size() == units.size(), "fusion formed a cycle between steps");
+  // A cycle is a fusion bug; the caller then runs the graph on the interpreter.
+  KILN_CHECK(result.order.size() == units.size(), "fusion formed a cycle between steps");
   for (size_t k = 0; k < result.groups.size(); ++k) {
     const FusionGroup& grp = result.groups[k];
     std::string line = "group " + std::to_string(k) + (grp.reduction ? " (reduction):" : ":");

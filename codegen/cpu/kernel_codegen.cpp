@@ -539,7 +539,7 @@ private:
       }
       auto body = [&](int lanes, int vv) {
         return [&, lanes, vv](llvm::Value* r) {
-          vars_[static_cast<size_t>(n_outer + m - 1)] = r;
+          if (m > 0) vars_[static_cast<size_t>(n_outer + m - 1)] = r; // m = 0: one point
           int saved_vv = vector_var_;
           if (inner_vec) vector_var_ = vv;
           vals_ = saved_vals;

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <tuple>
 
+#include "runtime/error.h"
+
 namespace kiln::ir::kernel {
 namespace {
 
@@ -168,6 +170,7 @@ std::pair<Index, Index> split_multiple(const Index& a, int64_t d) {
 } // namespace
 
 Index Index::floordiv(const Index& a, int64_t d, std::span<const int64_t> extents) {
+  KILN_CHECK(d > 0, "index expression: division by ", d);
   if (d == 1) return a;
   Index q = a, b;
   if (!extents.empty()) {
@@ -187,6 +190,7 @@ Index Index::floordiv(const Index& a, int64_t d, std::span<const int64_t> extent
 }
 
 Index Index::mod(const Index& a, int64_t d, std::span<const int64_t> extents) {
+  KILN_CHECK(d > 0, "index expression: modulo by ", d);
   if (d == 1) return Index::constant(0);
   Index b = a;
   if (!extents.empty()) {

@@ -6,14 +6,14 @@
 // deterministic values (NaN, ±Inf, -0.0, large magnitudes) in every layout the cases need.
 //
 // Environment: KILN_DIFF_BACKEND=interpreter|eager compiles with that backend instead of
-// "kiln" (to tell a code-generation bug from a frontend or pass bug); KILN_DIFF_VERBOSE
+// "kiln" (to tell a code-generation bug from a frontend or pass bug; the expected-failure
+// table, which lists the default backend's failures, then does not apply); KILN_DIFF_VERBOSE
 // prints each case as it starts (a crash then names its case) and every refused or
 // expected-failing case; KILN_DIFF_STATS prints the counters at exit; KILN_DIFF_SKIP lists
 // ('|'-separated) substrings of case names not to run, to get past a crashing case.
 #pragma once
 
 #include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -120,12 +120,12 @@ bool check_bundle(std::string op, std::string variant, Inputs inputs, std::vecto
 
 /// Counters over the whole run (printed at exit when KILN_DIFF_STATS is set).
 struct Counters {
-  int64_t cases = 0;           // cases run through run_case
-  int64_t refused = 0;         // cases the eager side refused
-  int64_t compiled = 0;        // compiled functions built
-  int64_t dropped_items = 0;   // bundle items the eager side refused
-  int64_t expected_fails = 0;  // failures listed in the table
-  int64_t skipped = 0;         // cases KILN_DIFF_SKIP named
+  int64_t cases = 0;          // cases run through run_case
+  int64_t refused = 0;        // cases the eager side refused
+  int64_t compiled = 0;       // compiled functions built
+  int64_t dropped_items = 0;  // bundle items the eager side refused
+  int64_t expected_fails = 0; // failures listed in the table
+  int64_t skipped = 0;        // cases KILN_DIFF_SKIP named
 };
 Counters& counters();
 
@@ -133,11 +133,11 @@ Counters& counters();
 
 /// The value sets of make_input.
 enum class Values {
-  normal,  // N(0, 2^2) for floats, [-20, 20] for integers, random bools
-  special, // normal, with NaN, ±Inf, ±0, large and tiny magnitudes, halves every few elements
+  normal,   // N(0, 2^2) for floats, [-20, 20] for integers, random bools
+  special,  // normal, with NaN, ±Inf, ±0, large and tiny magnitudes, halves every few elements
   positive, // (0.1, 6] for floats, [1, 20] for integers, true for bool
-  nonzero, // normal without zeros (divisors); integers in [-9, 9] \ {0}
-  small,   // integers in [-4, 4] (exponents, indices); floats in [-2, 2]
+  nonzero,  // normal without zeros (divisors); integers in [-9, 9] \ {0}
+  small,    // integers in [-4, 4] (exponents, indices); floats in [-2, 2]
   /// Multiples of 1/4 in [-8, 8] (integers in [-8, 8]): sums of these are exact in every
   /// float dtype's accumulator, so a reduction's result does not depend on its order.
   exact,

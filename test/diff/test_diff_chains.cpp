@@ -63,7 +63,8 @@ std::vector<ChainInputs> chain_inputs() {
       {"7x33", {"", {7, 33}}, {"", {7, 33}}},
       {"1023 and 0-d", {"", {1023}}, {"", {}}},
       {"7x1 and 1x33", {"", {7, 1}}, {"", {1, 33}}},
-      {"transposed and expanded", {"", {7, 33}, Layout::transposed},
+      {"transposed and expanded",
+       {"", {7, 33}, Layout::transposed},
        {"", {7, 33}, Layout::expanded, {1, 33}}},
   };
 }
@@ -79,8 +80,8 @@ TEST_CASE("diff: pointwise chains over dtypes and operand layouts", "[diff]") {
       std::vector<Item> items;
       for (const Chain& ch : chains()) {
         ChainFn f = ch.fn;
-        items.push_back({ch.name, [f](const Inputs& in) { return f(in[0], in[1]); },
-                         t == DType::f32});
+        items.push_back(
+            {ch.name, [f](const Inputs& in) { return f(in[0], in[1]); }, t == DType::f32});
       }
       CHECK(check_bundle("chains", dtype_str(t) + " " + ci.label, {x, y}, std::move(items)));
     }
@@ -117,12 +118,14 @@ TEST_CASE("diff: reduced-precision chains round after every op", "[diff]") {
          {"(x * y) * 3 - x * (y * 3)",
           [](const Inputs& in) { return in[0] * in[1] * 3 - in[0] * (in[1] * 3); }, true},
          {"x * 1.001 - x", [](const Inputs& in) { return in[0] * 1.001 - in[0]; }, true},
-         {"to f32 after the sum", [](const Inputs& in) {
-            return (in[0] + in[1]).to(DType::f32) - in[0].to(DType::f32);
-          }, true},
+         {"to f32 after the sum",
+          [](const Inputs& in) { return (in[0] + in[1]).to(DType::f32) - in[0].to(DType::f32); },
+          true},
          {"exp then log", [](const Inputs& in) { return log(exp(in[1] * 4)) - in[1] * 4; }, true},
          {"sum of a rounded product",
-          [](const Inputs& in) { return (in[0] * in[1]).sum() - (in[0] * in[1]).to(DType::f32).sum(); },
+          [](const Inputs& in) {
+            return (in[0] * in[1]).sum() - (in[0] * in[1]).to(DType::f32).sum();
+          },
           true}}));
   }
 }
@@ -155,7 +158,8 @@ TEST_CASE("diff: chains that mix dtypes", "[diff]") {
         [](const Inputs& in) { return in[2] * scalar_tensor(0.1, DType::f64) + 1; }, true},
        {"i64 0-d with i32 stays i32",
         [](const Inputs& in) { return in[0] + scalar_tensor(int64_t{1} << 40, DType::i64); }, true},
-       {"sum of a bool mask", [](const Inputs& in) { return (in[1] > 0).sum({1}, true) + in[0]; }, true},
+       {"sum of a bool mask", [](const Inputs& in) { return (in[1] > 0).sum({1}, true) + in[0]; },
+        true},
        {"cumsum of i32 + f16", [](const Inputs& in) { return cumsum(in[0], 1) + in[2]; }, true}}));
 }
 
@@ -164,47 +168,46 @@ TEST_CASE("diff: in-place ops on intermediates and on inputs", "[diff]") {
   for (DType t : {DType::f32, DType::f16, DType::i64}) {
     Tensor x = make_input({7, 33}, t, Values::special, ++seed);
     Tensor y = make_input({7, 33}, t, Values::nonzero, ++seed);
-    CHECK(check_bundle(
-        "in place on intermediates", dtype_str(t) + " 7x33", {x, y},
-        {{"add_ mul_ relu_ chain",
-          [](const Inputs& in) {
-            Tensor a = in[0].clone();
-            a.add_(in[1]).mul_(2).relu_();
-            return a;
-          },
-          true},
-         {"masked_fill_ then clamp_",
-          [](const Inputs& in) {
-            Tensor a = in[0] * 1;
-            a.masked_fill_(in[1] > 0, -1);
-            a.clamp_(-2, 5);
-            return a;
-          },
-          true},
-         {"copy_ into a slice",
-          [](const Inputs& in) {
-            Tensor a = in[0].clone();
-            a.slice(1, 2, 30, 3).copy_(in[1].slice(1, 0, 10));
-            return a + 1;
-          },
-          true},
-         {"fill_ zero_ and sub_",
-          [](const Inputs& in) {
-            Tensor a = in[1].clone();
-            a.select(0, 1).fill_(3);
-            a.slice(0, 4, 6).zero_();
-            a.sub_(in[0]);
-            return a;
-          },
-          true},
-         {"write through a transposed view",
-          [](const Inputs& in) {
-            Tensor a = in[0].clone();
-            Tensor v = a.t();
-            v.slice(0, 0, 33, 2).mul_(3);
-            return a - in[1];
-          },
-          true}}));
+    CHECK(check_bundle("in place on intermediates", dtype_str(t) + " 7x33", {x, y},
+                       {{"add_ mul_ relu_ chain",
+                         [](const Inputs& in) {
+                           Tensor a = in[0].clone();
+                           a.add_(in[1]).mul_(2).relu_();
+                           return a;
+                         },
+                         true},
+                        {"masked_fill_ then clamp_",
+                         [](const Inputs& in) {
+                           Tensor a = in[0] * 1;
+                           a.masked_fill_(in[1] > 0, -1);
+                           a.clamp_(-2, 5);
+                           return a;
+                         },
+                         true},
+                        {"copy_ into a slice",
+                         [](const Inputs& in) {
+                           Tensor a = in[0].clone();
+                           a.slice(1, 2, 30, 3).copy_(in[1].slice(1, 0, 10));
+                           return a + 1;
+                         },
+                         true},
+                        {"fill_ zero_ and sub_",
+                         [](const Inputs& in) {
+                           Tensor a = in[1].clone();
+                           a.select(0, 1).fill_(3);
+                           a.slice(0, 4, 6).zero_();
+                           a.sub_(in[0]);
+                           return a;
+                         },
+                         true},
+                        {"write through a transposed view",
+                         [](const Inputs& in) {
+                           Tensor a = in[0].clone();
+                           Tensor v = a.t();
+                           v.slice(0, 0, 33, 2).mul_(3);
+                           return a - in[1];
+                         },
+                         true}}));
   }
   // In place on the arguments: each run gets fresh copies, and their final values must match.
   for (DType t : {DType::f32, DType::f16, DType::i32}) {
@@ -243,8 +246,8 @@ TEST_CASE("diff: compiled functions with C++ scalar arguments", "[diff]") {
   Tensor x = make_input({7, 33}, DType::f16, Values::special, 36000);
   auto fn = [](const Tensor& a, double s, int64_t k) { return a * s + k; };
   auto compiled = compile(fn);
-  for (auto [s, k] : std::vector<std::pair<double, int64_t>>{{0.1, 3}, {0.1, 3}, {-0.0, 0},
-                                                             {2.5, -7}}) {
+  for (auto [s, k] :
+       std::vector<std::pair<double, int64_t>>{{0.1, 3}, {0.1, 3}, {-0.0, 0}, {2.5, -7}}) {
     Tensor want = fn(x, s, k);
     Tensor got = compiled(x, s, k);
     std::optional<std::string> m = compare_tensors(got, want);

@@ -56,8 +56,7 @@ TEST_CASE("diff harness: a wrong reference is caught and the message names the m
   CHECK(mentions(r.message, "1 of 12 elements differ"));
 }
 
-TEST_CASE("diff harness: the expected-failure table reports failures and stale entries",
-          "[diff]") {
+TEST_CASE("diff harness: the expected-failure table reports failures and stale entries", "[diff]") {
   const ExpectedFailure table[] = {
       {"self-test add [f32 3x4]", "deliberately wrong reference"},
       {"self-test mul [f32 5]", "listed although it passes"},

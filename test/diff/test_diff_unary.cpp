@@ -18,12 +18,14 @@ struct NamedUnary {
 
 const std::vector<NamedUnary>& unary_ops() {
   static const std::vector<NamedUnary> ops = {
-      {"neg", kiln::neg},     {"abs", kiln::abs},         {"exp", kiln::exp},
-      {"log", kiln::log},     {"sqrt", kiln::sqrt},       {"rsqrt", kiln::rsqrt},
-      {"sin", kiln::sin},     {"cos", kiln::cos},         {"tanh", kiln::tanh},
-      {"sigmoid", kiln::sigmoid}, {"relu", kiln::relu},   {"erf", kiln::erf},
-      {"floor", kiln::floor}, {"ceil", kiln::ceil},       {"round", kiln::round},
-      {"logical_not", kiln::logical_not},
+      {"neg", kiln::neg},     {"abs", kiln::abs},
+      {"exp", kiln::exp},     {"log", kiln::log},
+      {"sqrt", kiln::sqrt},   {"rsqrt", kiln::rsqrt},
+      {"sin", kiln::sin},     {"cos", kiln::cos},
+      {"tanh", kiln::tanh},   {"sigmoid", kiln::sigmoid},
+      {"relu", kiln::relu},   {"erf", kiln::erf},
+      {"floor", kiln::floor}, {"ceil", kiln::ceil},
+      {"round", kiln::round}, {"logical_not", kiln::logical_not},
   };
   return ops;
 }
@@ -83,8 +85,8 @@ TEST_CASE("diff: unary ops keep the sign of zero and propagate NaN", "[diff]") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
   // Each value of the interesting set once, so a failure points at it directly.
-  const std::vector<float> v = {-0.0f, 0.0f, nan, -nan, inf, -inf, -0.4f, 0.4f, -0.5f, 0.5f,
-                                -1.5f, 2.5f, -2.5f, 1e-40f, -1e-40f, 88.8f, -104.0f, 3e38f};
+  const std::vector<float> v = {-0.0f, 0.0f,  nan,  -nan,  inf,    -inf,    -0.4f, 0.4f,    -0.5f,
+                                0.5f,  -1.5f, 2.5f, -2.5f, 1e-40f, -1e-40f, 88.8f, -104.0f, 3e38f};
   for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
     Tensor x = tensor(v).to(t);
     check_bundle("unary ops on special values", dtype_str(t) + " 18", {x}, unary_items(true));
@@ -105,22 +107,22 @@ TEST_CASE("diff: cast from every dtype to every dtype", "[diff]") {
       std::vector<Item> items;
       for (DType to : all_dtypes()) {
         if (to == from) continue;
-        items.push_back({"to " + dtype_str(to), [to](const Inputs& in) { return in[0].to(to); },
-                         true});
+        items.push_back(
+            {"to " + dtype_str(to), [to](const Inputs& in) { return in[0].to(to); }, true});
       }
       // The same conversion feeding arithmetic, so that a fused cast cannot skip rounding.
       if (from != DType::bool_)
-        items.push_back({"to f16 then * 3", [](const Inputs& in) { return in[0].to(DType::f16) * 3; },
-                         true});
+        items.push_back(
+            {"to f16 then * 3", [](const Inputs& in) { return in[0].to(DType::f16) * 3; }, true});
       check_bundle("cast", dtype_str(from) + " " + s.label, {x}, std::move(items));
     }
   }
 }
 
 TEST_CASE("diff: float to integer casts saturate NaN and out-of-range values", "[diff]") {
-  const std::vector<double> v = {std::nan(""), 1e300,  -1e300, 3e9,  -3e9,  2147483647.5,
+  const std::vector<double> v = {std::nan(""),  1e300, -1e300, 3e9,  -3e9,  2147483647.5,
                                  -2147483648.9, 255.9, 256.0,  -1.0, -0.99, 9.3e18,
-                                 -9.3e18,        127.5, -128.5, 0.5,  -0.5,  1e19};
+                                 -9.3e18,       127.5, -128.5, 0.5,  -0.5,  1e19};
   for (DType from : {DType::f64, DType::f32, DType::f16, DType::bf16}) {
     Tensor x = tensor(v).to(from);
     std::vector<Item> items;
