@@ -240,6 +240,8 @@ bool is_lowerable(const ir::Node& n) {
   default: break;
   }
   if (n.schema().kind == OpKind::pointwise) return true;
+  if ((n.op() == Op::argmax || n.op() == Op::argmin) && n.input(0)->type().rank() == 0)
+    return false; // no dim to index along: the eager kernel answers 0
   if (is_reduction_op(n.op())) return n.input(0)->type().numel() > 0 || n.op() == Op::sum || n.op() == Op::prod;
   return false;
 }
