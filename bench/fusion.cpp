@@ -4,6 +4,8 @@
 // (on-disk cache) compile time of gpt.
 //
 //   bench_fusion [REPS]      (KILN_CACHE_DIR is set to a fresh temp dir for the run)
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,8 +14,6 @@
 #include <functional>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 #include <kiln/kiln.h>
 
@@ -51,10 +51,12 @@ std::vector<double> interleaved_ms(const std::vector<std::function<void()>>& fns
   return out;
 }
 
-template <typename F, typename... A> void workload(const char* name, double bytes, int reps, F f, const A&... args) {
+template <typename F, typename... A>
+void workload(const char* name, double bytes, int reps, F f, const A&... args) {
   auto c = compile(f);
   std::vector<double> t = interleaved_ms({[&] { f(args...); }, [&] { c(args...); }}, reps);
-  std::printf("%-10s eager %8.2f ms   compiled %8.2f ms   speedup x%.2f", name, t[0], t[1], t[0] / t[1]);
+  std::printf("%-10s eager %8.2f ms   compiled %8.2f ms   speedup x%.2f", name, t[0], t[1],
+              t[0] / t[1]);
   if (bytes > 0) std::printf("   compiled %6.1f GB/s", bytes / (t[1] * 1e6));
   std::printf("   kernels %lld\n", static_cast<long long>(c.stats().kernels));
 }
@@ -63,23 +65,30 @@ template <typename F, typename... A> void workload(const char* name, double byte
 
 int main(int argc, char** argv) {
   int reps = argc > 1 ? std::atoi(argv[1]) : 7;
-  std::filesystem::path cache = std::filesystem::temp_directory_path() /
-                                ("kiln-bench-cache-" + std::to_string(::getpid()));
+  std::filesystem::path cache =
+      std::filesystem::temp_directory_path() / ("kiln-bench-cache-" + std::to_string(::getpid()));
   ::setenv("KILN_CACHE_DIR", cache.c_str(), 1);
-  std::printf("kiln bench_fusion: %d threads, median of %d interleaved runs\n", get_num_threads(), reps);
+  std::printf("kiln bench_fusion: %d threads, median of %d interleaved runs\n", get_num_threads(),
+              reps);
 
   manual_seed(0);
   const int64_t n = 16 << 20;
   Tensor x = randn({n}), y = randn({n});
-  workload("pw-chain", 3.0 * 4 * n, reps,
-           [](const Tensor& a, const Tensor& b) { return (relu(a * 2 + b)).sigmoid() * b; }, x, y);
+  workload(
+      "pw-chain", 3.0 * 4 * n, reps,
+      [](const Tensor& a, const Tensor& b) { return (relu(a * 2 + b)).sigmoid() * b; }, x, y);
   Tensor m = randn({4096, 4096});
   Tensor w = randn({4096}), bias = randn({4096});
-  workload("softmax", 2.0 * 4 * 4096 * 4096, reps, [](const Tensor& a) { return softmax(a, -1); }, m);
-  workload("layernorm", 2.0 * 4 * 4096 * 4096, reps,
-           [](const Tensor& a, const Tensor& w_, const Tensor& b_) { return layer_norm(a, {4096}, w_, b_); },
-           m, w, bias);
-  workload("gelu", 2.0 * 4 * n, reps, [](const Tensor& a) { return gelu(a); }, x);
+  workload(
+      "softmax", 2.0 * 4 * 4096 * 4096, reps, [](const Tensor& a) { return softmax(a, -1); }, m);
+  workload(
+      "layernorm", 2.0 * 4 * 4096 * 4096, reps,
+      [](const Tensor& a, const Tensor& w_, const Tensor& b_) {
+        return layer_norm(a, {4096}, w_, b_);
+      },
+      m, w, bias);
+  workload(
+      "gelu", 2.0 * 4 * n, reps, [](const Tensor& a) { return gelu(a); }, x);
 
   ModelRegistry zoo = zoo::registry();
   NoGradGuard no_grad;
@@ -94,7 +103,8 @@ int main(int argc, char** argv) {
     interp.backend = "interpreter";
     auto before = compile(fwd, interp);
     auto after = compile(fwd);
-    std::vector<double> t = interleaved_ms({[&] { fwd(in); }, [&] { before(in); }, [&] { after(in); }}, reps);
+    std::vector<double> t =
+        interleaved_ms({[&] { fwd(in); }, [&] { before(in); }, [&] { after(in); }}, reps);
     std::printf("%-10s eager %8.3f ms   interpreter %8.3f ms   kiln %8.3f ms   kiln/eager x%.2f   "
                 "kernels before fusion %lld, after %lld (%lld generated)\n",
                 name, t[0], t[1], t[2], t[0] / t[2], static_cast<long long>(before.stats().kernels),
@@ -118,10 +128,12 @@ int main(int argc, char** argv) {
     b = Clock::now();
     c2(tokens);
     warm.push_back(ms_since(b));
-    if (c2.stats().disk_cache_hits != 1) std::printf("warning: the warm compile missed the cache\n");
+    if (c2.stats().disk_cache_hits != 1)
+      std::printf("warning: the warm compile missed the cache\n");
   }
-  std::printf("gpt compile (first call: trace + passes + codegen + one run): cold %.1f ms, warm %.1f ms\n",
-              median(cold), median(warm));
+  std::printf(
+      "gpt compile (first call: trace + passes + codegen + one run): cold %.1f ms, warm %.1f ms\n",
+      median(cold), median(warm));
   std::filesystem::remove_all(cache);
   return 0;
 }

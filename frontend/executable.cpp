@@ -9,8 +9,8 @@
 #include "passes/fusion.h"
 #include "runtime/error.h"
 #include "runtime/ops.h"
-#include "runtime/parallel.h"
 #include "runtime/ops/dispatch.h"
+#include "runtime/parallel.h"
 #include "runtime/tracing.h"
 
 namespace kiln::frontend {
@@ -127,7 +127,9 @@ Executable::Executable(std::unique_ptr<ir::Graph> graph, std::vector<size_t> inp
       }
       generated = true;
     } catch (const Error& e) {
-      if (log) *log += std::string("code generation failed, the graph runs on the interpreter: ") + e.what() + "\n";
+      if (log)
+        *log += std::string("code generation failed, the graph runs on the interpreter: ") +
+                e.what() + "\n";
       steps_.clear();
       generated_.clear();
       library_.reset();

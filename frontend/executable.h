@@ -4,8 +4,8 @@
 #pragma once
 
 #include <memory>
-#include <string>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "ir/graph.h"

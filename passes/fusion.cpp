@@ -63,7 +63,6 @@ std::vector<int64_t> reduction_dims(const ir::Node& n) {
   return dims;
 }
 
-
 // ---- index maps -------------------------------------------------------------------------
 
 /// The index into an operand of shape `operand` that a pointwise result at `idx` reads
@@ -94,15 +93,18 @@ IndexVec view_operand_index(const ir::Node& n, const IndexVec& idx,
     int64_t rank = static_cast<int64_t>(in.size());
     int64_t d = wrap_dim(n.attrs().i(0), rank, "slice");
     Shape ones(in.size(), 1);
-    int64_t start = slice_geometry(in, ones, d, n.attrs().i(1), n.attrs().i(2), n.attrs().i(3)).offset;
+    int64_t start =
+        slice_geometry(in, ones, d, n.attrs().i(1), n.attrs().i(2), n.attrs().i(3)).offset;
     IndexVec r = idx;
-    r[static_cast<size_t>(d)] = Index::constant(start) + idx[static_cast<size_t>(d)] * n.attrs().i(3);
+    r[static_cast<size_t>(d)] =
+        Index::constant(start) + idx[static_cast<size_t>(d)] * n.attrs().i(3);
     return r;
   }
   case Op::view: {
     // Same elements in row-major order: linearise in the result, split in the operand.
     // An empty view is never read (its domain has no points).
-    if (std::find(in.begin(), in.end(), 0) != in.end()) return IndexVec(in.size(), Index::constant(0));
+    if (std::find(in.begin(), in.end(), 0) != in.end())
+      return IndexVec(in.size(), Index::constant(0));
     Shape rs = contiguous_strides(out), is = contiguous_strides(in);
     Index linear;
     for (size_t k = 0; k < out.size(); ++k)
@@ -146,7 +148,8 @@ struct Domain {
     if (!reduction) return shape;
     Shape o;
     for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
-      if (!std::binary_search(dims.begin(), dims.end(), d)) o.push_back(shape[static_cast<size_t>(d)]);
+      if (!std::binary_search(dims.begin(), dims.end(), d))
+        o.push_back(shape[static_cast<size_t>(d)]);
     return o;
   }
   Shape inner() const {
@@ -195,7 +198,9 @@ struct Domain {
   }
   /// Loop variable v over [0, extent): the constant 0 when the extent is 1, so that
   /// broadcasting (which reads index 0 of a size-1 dim) gives the same index.
-  static Index var(int v, int64_t extent) { return extent == 1 ? Index::constant(0) : Index::var(v); }
+  static Index var(int v, int64_t extent) {
+    return extent == 1 ? Index::constant(0) : Index::var(v);
+  }
   /// Whether a value of these sizes is iterated inside the inner loops.
   bool is_full(const Shape& sizes) const { return reduction && sizes == shape; }
 };
@@ -242,7 +247,8 @@ bool is_lowerable(const ir::Node& n) {
   if (n.schema().kind == OpKind::pointwise) return true;
   if ((n.op() == Op::argmax || n.op() == Op::argmin) && n.input(0)->type().rank() == 0)
     return false; // no dim to index along: the eager kernel answers 0
-  if (is_reduction_op(n.op())) return n.input(0)->type().numel() > 0 || n.op() == Op::sum || n.op() == Op::prod;
+  if (is_reduction_op(n.op()))
+    return n.input(0)->type().numel() > 0 || n.op() == Op::sum || n.op() == Op::prod;
   return false;
 }
 
@@ -265,7 +271,8 @@ FusionResult fuse(const ir::Graph& g, const FusionOptions& options) {
   std::vector<Domain> domain(static_cast<size_t>(n));
   std::function<int(int)> find = [&](int x) {
     while (parent[static_cast<size_t>(x)] != x)
-      x = parent[static_cast<size_t>(x)] = parent[static_cast<size_t>(parent[static_cast<size_t>(x)])];
+      x = parent[static_cast<size_t>(x)] =
+          parent[static_cast<size_t>(parent[static_cast<size_t>(x)])];
     return x;
   };
   for (int k = 0; k < n; ++k)
@@ -273,7 +280,9 @@ FusionResult fuse(const ir::Graph& g, const FusionOptions& options) {
       parent[static_cast<size_t>(k)] = k;
       domain[static_cast<size_t>(k)] = node_domain(*nodes[static_cast<size_t>(k)]);
     }
-  auto member = [&](const ir::Node* x) { return x && !is_view(x) && parent[static_cast<size_t>(pos.at(x))] >= 0; };
+  auto member = [&](const ir::Node* x) {
+    return x && !is_view(x) && parent[static_cast<size_t>(pos.at(x))] >= 0;
+  };
   auto group_of = [&](const ir::Node* x) { return find(pos.at(x)); };
 
   // Readers of a value through view chains: the non-view nodes, plus whether a graph output,
@@ -320,7 +329,8 @@ FusionResult fuse(const ir::Graph& g, const FusionOptions& options) {
         }
     };
     for (int k = 0; k < n; ++k)
-      if (parent[static_cast<size_t>(k)] >= 0 && find(k) == a) push_users(nodes[static_cast<size_t>(k)], false);
+      if (parent[static_cast<size_t>(k)] >= 0 && find(k) == a)
+        push_users(nodes[static_cast<size_t>(k)], false);
     while (!stack.empty() && !cycle) {
       auto [p, outside] = stack.back();
       stack.pop_back();
@@ -394,7 +404,8 @@ FusionResult fuse(const ir::Graph& g, const FusionOptions& options) {
           // Inline: the producer is read only here, at other indices (broadcast or view).
           bool costly = false;
           for (int m = 0; m < n; ++m)
-            if (parent[static_cast<size_t>(m)] >= 0 && find(m) == g1 && expensive(nodes[static_cast<size_t>(m)]->op()))
+            if (parent[static_cast<size_t>(m)] >= 0 && find(m) == g1 &&
+                expensive(nodes[static_cast<size_t>(m)]->op()))
               costly = true;
           std::vector<const ir::Node*> rs;
           bool escapes = false;
@@ -406,7 +417,9 @@ FusionResult fuse(const ir::Graph& g, const FusionOptions& options) {
           kind = "inline";
           merged = d2;
         } else {
-          log_refusal(p, c, same_shape ? "domains differ" : "the producer is read at other indices and also elsewhere");
+          log_refusal(p, c,
+                      same_shape ? "domains differ"
+                                 : "the producer is read at other indices and also elsewhere");
           continue;
         }
         if (path_outside(g1, g2) || path_outside(g2, g1)) {
@@ -470,7 +483,8 @@ FusionResult fuse(const ir::Graph& g, const FusionOptions& options) {
     const ir::Node* x = nodes[static_cast<size_t>(k)];
     if (!is_view(x)) continue;
     for (const ir::Use& u : x->output()->uses())
-      if (u.kind != ir::Use::Kind::operand || (is_view(u.user) ? needed_views.count(u.user) > 0 : !member(u.user)))
+      if (u.kind != ir::Use::Kind::operand ||
+          (is_view(u.user) ? needed_views.count(u.user) > 0 : !member(u.user)))
         needed_views.insert(x);
   }
   for (FusionGroup& grp : result.groups) {
@@ -786,7 +800,8 @@ private:
       DType common = result_type(metas);
       return op(p->op(), dt, {cast(a[0], common), cast(a[1], common)});
     }
-    case Op::where: return op(p->op(), dt, {cast(a[0], DType::bool_), cast(a[1], dt), cast(a[2], dt)});
+    case Op::where:
+      return op(p->op(), dt, {cast(a[0], DType::bool_), cast(a[1], dt), cast(a[2], dt)});
     case Op::add:
     case Op::sub:
     case Op::mul:

@@ -1,9 +1,6 @@
 // The LLJIT instance, the host target machine, the O3 pipeline and object emission.
 #include "codegen/cpu/jit.h"
 
-#include <atomic>
-#include <mutex>
-
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
@@ -16,6 +13,9 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/TargetParser/Host.h>
+
+#include <atomic>
+#include <mutex>
 
 #include "codegen/cpu/llvm_target.h"
 #include "runtime/error.h"
@@ -48,7 +48,8 @@ struct Backend {
   Backend() {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
-    llvm::orc::JITTargetMachineBuilder jtmb = take(llvm::orc::JITTargetMachineBuilder::detectHost(), "host target");
+    llvm::orc::JITTargetMachineBuilder jtmb =
+        take(llvm::orc::JITTargetMachineBuilder::detectHost(), "host target");
     jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
     target.triple = jtmb.getTargetTriple().str();
     target.cpu = jtmb.getCPU();
@@ -91,9 +92,9 @@ JitLibrary::~JitLibrary() {
 void* JitLibrary::lookup(std::string_view symbol) const {
   Backend& b = backend();
   std::lock_guard lock(b.mutex);
-  llvm::orc::ExecutorAddr addr = take(
-      b.jit->lookup(*impl_->dylib, llvm::StringRef(symbol.data(), symbol.size())),
-      "lookup of " + std::string(symbol) + " in " + impl_->name);
+  llvm::orc::ExecutorAddr addr =
+      take(b.jit->lookup(*impl_->dylib, llvm::StringRef(symbol.data(), symbol.size())),
+           "lookup of " + std::string(symbol) + " in " + impl_->name);
   return addr.toPtr<void*>();
 }
 

@@ -10,13 +10,13 @@
 // float registers and rounded to their dtype after every operation, as eager code stores them.
 #include "codegen/cpu/kernel_codegen.h"
 
-#include <unordered_map>
-
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Support/raw_ostream.h>
+
+#include <unordered_map>
 
 #include "codegen/cpu/jit.h"
 #include "codegen/cpu/llvm_target.h"
@@ -67,7 +67,8 @@ public:
         q = b_.CreateUDiv(q, c64(k_.outer[static_cast<size_t>(d)]));
       }
       llvm::Value* j0 = b_.CreateMul(blk, c64(s_.block));
-      llvm::Value* j1 = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, b_.CreateAdd(j0, c64(s_.block)), c64(last));
+      llvm::Value* j1 = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin,
+                                                 b_.CreateAdd(j0, c64(s_.block)), c64(last));
       const int L = s_.vector == Schedule::Vector::outer ? s_.lanes : 1;
       auto body = [&](int lanes) {
         return [&, lanes](llvm::Value* j) {
@@ -157,7 +158,8 @@ private:
         tv = vars_[static_cast<size_t>(t.var)];
       } else {
         llvm::Value* in = index_scalar(*t.inner);
-        tv = t.kind == Term::Kind::div ? b_.CreateUDiv(in, c64(t.divisor)) : b_.CreateURem(in, c64(t.divisor));
+        tv = t.kind == Term::Kind::div ? b_.CreateUDiv(in, c64(t.divisor))
+                                       : b_.CreateURem(in, c64(t.divisor));
       }
       r = b_.CreateAdd(r, coef == 1 ? tv : b_.CreateMul(tv, c64(coef)));
     }
@@ -200,8 +202,9 @@ private:
     switch (t) {
     case DType::f16: return b_.CreateFPExt(v, type(t, lanes));
     case DType::bf16:
-      return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(v, type(DType::i32, lanes)), splat(b_.getInt32(16), lanes)),
-                              type(DType::f32, lanes));
+      return b_.CreateBitCast(
+          b_.CreateShl(b_.CreateZExt(v, type(DType::i32, lanes)), splat(b_.getInt32(16), lanes)),
+          type(DType::f32, lanes));
     case DType::bool_: return b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
     default: return v;
     }
@@ -213,11 +216,14 @@ private:
       // Round to nearest even; a NaN stays a quiet NaN (runtime/half.h's rule).
       llvm::Type* i32 = type(DType::i32, lanes);
       llvm::Value* x = b_.CreateBitCast(v, i32);
-      llvm::Value* rounding = b_.CreateAdd(
-          splat(b_.getInt32(0x7fff), lanes),
-          b_.CreateAnd(b_.CreateLShr(x, splat(b_.getInt32(16), lanes)), splat(b_.getInt32(1), lanes)));
-      llvm::Value* rounded = b_.CreateLShr(b_.CreateAdd(x, rounding), splat(b_.getInt32(16), lanes));
-      llvm::Value* nan = b_.CreateOr(b_.CreateLShr(x, splat(b_.getInt32(16), lanes)), splat(b_.getInt32(0x40), lanes));
+      llvm::Value* rounding =
+          b_.CreateAdd(splat(b_.getInt32(0x7fff), lanes),
+                       b_.CreateAnd(b_.CreateLShr(x, splat(b_.getInt32(16), lanes)),
+                                    splat(b_.getInt32(1), lanes)));
+      llvm::Value* rounded =
+          b_.CreateLShr(b_.CreateAdd(x, rounding), splat(b_.getInt32(16), lanes));
+      llvm::Value* nan = b_.CreateOr(b_.CreateLShr(x, splat(b_.getInt32(16), lanes)),
+                                     splat(b_.getInt32(0x40), lanes));
       llvm::Value* is_nan = b_.CreateICmpUGT(b_.CreateAnd(x, splat(b_.getInt32(0x7fffffff), lanes)),
                                              splat(b_.getInt32(0x7f800000), lanes));
       return b_.CreateTrunc(b_.CreateSelect(is_nan, nan, rounded), memory_type(t, lanes));
@@ -245,11 +251,14 @@ private:
     }
     if (in.index.affine_in(vv) && in.index.coefficient(vv) == 1) {
       llvm::Value* p = address(in.buffer, index_scalar(in.index), in.dtype);
-      llvm::Value* v = b_.CreateAlignedLoad(memory_type(in.dtype, lanes), p, llvm::Align(itemsize_align(in.dtype)));
+      llvm::Value* v = b_.CreateAlignedLoad(memory_type(in.dtype, lanes), p,
+                                            llvm::Align(itemsize_align(in.dtype)));
       return from_memory(v, in.dtype, lanes);
     }
-    llvm::Value* ptrs = b_.CreateInBoundsGEP(mt, base_[static_cast<size_t>(in.buffer)], index_lanes(in.index, lanes));
-    llvm::Value* v = b_.CreateMaskedGather(memory_type(in.dtype, lanes), ptrs, llvm::Align(itemsize_align(in.dtype)));
+    llvm::Value* ptrs = b_.CreateInBoundsGEP(mt, base_[static_cast<size_t>(in.buffer)],
+                                             index_lanes(in.index, lanes));
+    llvm::Value* v = b_.CreateMaskedGather(memory_type(in.dtype, lanes), ptrs,
+                                           llvm::Align(itemsize_align(in.dtype)));
     return from_memory(v, in.dtype, lanes);
   }
   static uint64_t itemsize_align(DType t) { return static_cast<uint64_t>(itemsize(t)); }
@@ -258,12 +267,14 @@ private:
     const int vv = vector_var_;
     v = to_memory(splat(v, lanes), in.dtype, lanes);
     if (lanes > 1 && in.index.uses(vv) && in.index.affine_in(vv) && in.index.coefficient(vv) == 1) {
-      b_.CreateAlignedStore(v, address(in.buffer, index_scalar(in.index), in.dtype), llvm::Align(itemsize_align(in.dtype)));
+      b_.CreateAlignedStore(v, address(in.buffer, index_scalar(in.index), in.dtype),
+                            llvm::Align(itemsize_align(in.dtype)));
       return;
     }
     if (lanes > 1 && in.index.uses(vv)) {
-      llvm::Value* ptrs = b_.CreateInBoundsGEP(memory_type(in.dtype), base_[static_cast<size_t>(in.buffer)],
-                                               index_lanes(in.index, lanes));
+      llvm::Value* ptrs =
+          b_.CreateInBoundsGEP(memory_type(in.dtype), base_[static_cast<size_t>(in.buffer)],
+                               index_lanes(in.index, lanes));
       b_.CreateMaskedScatter(v, ptrs, llvm::Align(itemsize_align(in.dtype)));
       return;
     }
@@ -311,7 +322,9 @@ private:
     return is_unsigned(from) ? b_.CreateZExtOrTrunc(x, tt) : b_.CreateSExtOrTrunc(x, tt);
   }
 
-  llvm::Value* arg(const Instr& in, size_t k, int lanes) { return splat(vals_.at(in.args[k]), lanes); }
+  llvm::Value* arg(const Instr& in, size_t k, int lanes) {
+    return splat(vals_.at(in.args[k]), lanes);
+  }
 
   llvm::Value* op(const Instr& in, int lanes) {
     const DType t = in.dtype;
@@ -324,16 +337,23 @@ private:
     switch (in.op) {
     case Op::neg: r = fl ? b_.CreateFNeg(x()) : b_.CreateNeg(x()); break;
     case Op::abs:
-      if (fl) r = b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x());
-      else if (is_unsigned(t)) r = x();
-      else r = b_.CreateSelect(b_.CreateICmpSLT(x(), llvm::Constant::getNullValue(x()->getType())), b_.CreateNeg(x()), x());
+      if (fl)
+        r = b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x());
+      else if (is_unsigned(t))
+        r = x();
+      else
+        r = b_.CreateSelect(b_.CreateICmpSLT(x(), llvm::Constant::getNullValue(x()->getType())),
+                            b_.CreateNeg(x()), x());
       break;
     case Op::relu: {
       llvm::Value* v = x();
       llvm::Value* zero = llvm::Constant::getNullValue(v->getType());
-      if (fl) r = b_.CreateSelect(b_.CreateFCmpUGT(v, zero), v, zero); // NaN stays NaN
-      else if (is_unsigned(t)) r = v;
-      else r = b_.CreateSelect(b_.CreateICmpSGT(v, zero), v, zero);
+      if (fl)
+        r = b_.CreateSelect(b_.CreateFCmpUGT(v, zero), v, zero); // NaN stays NaN
+      else if (is_unsigned(t))
+        r = v;
+      else
+        r = b_.CreateSelect(b_.CreateICmpSGT(v, zero), v, zero);
       break;
     }
     case Op::floor: r = fl ? b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, x()) : x(); break;
@@ -351,11 +371,15 @@ private:
     case Op::pow: r = emit_math(b_, in.op, x(), y()); break;
     case Op::logical_not: r = b_.CreateNot(x()); break;
     case Op::add:
-      r = fl ? b_.CreateFAdd(x(), y()) : t == DType::bool_ ? b_.CreateOr(x(), y()) : b_.CreateAdd(x(), y());
+      r = fl                  ? b_.CreateFAdd(x(), y())
+          : t == DType::bool_ ? b_.CreateOr(x(), y())
+                              : b_.CreateAdd(x(), y());
       break;
     case Op::sub: r = fl ? b_.CreateFSub(x(), y()) : b_.CreateSub(x(), y()); break;
     case Op::mul:
-      r = fl ? b_.CreateFMul(x(), y()) : t == DType::bool_ ? b_.CreateAnd(x(), y()) : b_.CreateMul(x(), y());
+      r = fl                  ? b_.CreateFMul(x(), y())
+          : t == DType::bool_ ? b_.CreateAnd(x(), y())
+                              : b_.CreateMul(x(), y());
       break;
     case Op::div: r = b_.CreateFDiv(x(), y()); break;
     case Op::maximum:
@@ -394,13 +418,20 @@ private:
     using P = llvm::CmpInst::Predicate;
     bool u = is_unsigned(t);
     if (is_float(t)) {
-      P p = o == Op::eq ? P::FCMP_OEQ : o == Op::ne ? P::FCMP_UNE : o == Op::lt ? P::FCMP_OLT
-          : o == Op::le ? P::FCMP_OLE : o == Op::gt ? P::FCMP_OGT : P::FCMP_OGE;
+      P p = o == Op::eq   ? P::FCMP_OEQ
+            : o == Op::ne ? P::FCMP_UNE
+            : o == Op::lt ? P::FCMP_OLT
+            : o == Op::le ? P::FCMP_OLE
+            : o == Op::gt ? P::FCMP_OGT
+                          : P::FCMP_OGE;
       return b_.CreateFCmp(p, a, c);
     }
-    P p = o == Op::eq ? P::ICMP_EQ : o == Op::ne ? P::ICMP_NE
-        : o == Op::lt ? (u ? P::ICMP_ULT : P::ICMP_SLT) : o == Op::le ? (u ? P::ICMP_ULE : P::ICMP_SLE)
-        : o == Op::gt ? (u ? P::ICMP_UGT : P::ICMP_SGT) : (u ? P::ICMP_UGE : P::ICMP_SGE);
+    P p = o == Op::eq   ? P::ICMP_EQ
+          : o == Op::ne ? P::ICMP_NE
+          : o == Op::lt ? (u ? P::ICMP_ULT : P::ICMP_SLT)
+          : o == Op::le ? (u ? P::ICMP_ULE : P::ICMP_SLE)
+          : o == Op::gt ? (u ? P::ICMP_UGT : P::ICMP_SGT)
+                        : (u ? P::ICMP_UGE : P::ICMP_SGE);
     return b_.CreateICmp(p, a, c);
   }
 
@@ -414,14 +445,17 @@ private:
     case Op::prod: c = fl ? llvm::ConstantFP::get(st, 1.0) : llvm::ConstantInt::get(st, 1); break;
     case Op::amax:
     case Op::argmax:
-      c = fl ? llvm::ConstantFP::getInfinity(st, true)
-             : is_unsigned(t) ? llvm::ConstantInt::get(st, 0)
-                              : llvm::ConstantInt::get(st, llvm::APInt::getSignedMinValue(st->getIntegerBitWidth()));
+      c = fl               ? llvm::ConstantFP::getInfinity(st, true)
+          : is_unsigned(t) ? llvm::ConstantInt::get(st, 0)
+                           : llvm::ConstantInt::get(
+                                 st, llvm::APInt::getSignedMinValue(st->getIntegerBitWidth()));
       break;
     default: // amin, argmin
       c = fl ? llvm::ConstantFP::getInfinity(st, false)
-             : is_unsigned(t) ? llvm::ConstantInt::get(st, llvm::APInt::getMaxValue(st->getIntegerBitWidth()))
-                              : llvm::ConstantInt::get(st, llvm::APInt::getSignedMaxValue(st->getIntegerBitWidth()));
+          : is_unsigned(t)
+              ? llvm::ConstantInt::get(st, llvm::APInt::getMaxValue(st->getIntegerBitWidth()))
+              : llvm::ConstantInt::get(st,
+                                       llvm::APInt::getSignedMaxValue(st->getIntegerBitWidth()));
       break;
     }
     return splat(c, lanes);
@@ -440,8 +474,14 @@ private:
   llvm::Value* fold(Op o, llvm::Value* acc, llvm::Value* x, DType t) {
     bool fl = is_float(t);
     switch (o) {
-    case Op::sum: return fl ? b_.CreateFAdd(acc, x) : t == DType::bool_ ? b_.CreateOr(acc, x) : b_.CreateAdd(acc, x);
-    case Op::prod: return fl ? b_.CreateFMul(acc, x) : t == DType::bool_ ? b_.CreateAnd(acc, x) : b_.CreateMul(acc, x);
+    case Op::sum:
+      return fl                  ? b_.CreateFAdd(acc, x)
+             : t == DType::bool_ ? b_.CreateOr(acc, x)
+                                 : b_.CreateAdd(acc, x);
+    case Op::prod:
+      return fl                  ? b_.CreateFMul(acc, x)
+             : t == DType::bool_ ? b_.CreateAnd(acc, x)
+                                 : b_.CreateMul(acc, x);
     case Op::amax: return b_.CreateSelect(better(true, x, acc, t), x, acc);
     case Op::amin: return b_.CreateSelect(better(false, x, acc, t), x, acc);
     default: KILN_UNREACHABLE("fold of an arg reduction");
@@ -482,16 +522,16 @@ private:
       Acc& a = accs->at(id);
       llvm::Value* x = arg(in, 0, lanes);
       llvm::AllocaInst* slot_v = lanes == a.lanes ? a.value : a.tail_value;
-      llvm::Value* acc = b_.CreateLoad(type(in.dtype == DType::i64 && a.index ? arg_dtype(in) : in.dtype, lanes), slot_v);
       if (in.op == Op::argmax || in.op == Op::argmin) {
         DType xt = arg_dtype(in);
-        acc = b_.CreateLoad(type(xt, lanes), slot_v);
+        llvm::Value* acc = b_.CreateLoad(type(xt, lanes), slot_v);
         llvm::Value* upd = better(in.op == Op::argmax, x, acc, xt);
         b_.CreateStore(b_.CreateSelect(upd, x, acc), slot_v);
         llvm::Value* idx = splat(vars_[static_cast<size_t>(in.arg_var)], lanes);
         llvm::Value* old = b_.CreateLoad(type(DType::i64, lanes), a.index);
         b_.CreateStore(b_.CreateSelect(upd, idx, old), a.index);
       } else {
+        llvm::Value* acc = b_.CreateLoad(type(in.dtype, lanes), slot_v);
         b_.CreateStore(fold(in.op, acc, x, in.dtype), slot_v);
       }
       break;
@@ -534,7 +574,8 @@ private:
     loop(c64(0), c64(rest), 1, [&](llvm::Value* t) {
       llvm::Value* q = t;
       for (int d = m - 2; d >= 0; --d) {
-        vars_[static_cast<size_t>(n_outer + d)] = b_.CreateURem(q, c64(k_.inner[static_cast<size_t>(d)]));
+        vars_[static_cast<size_t>(n_outer + d)] =
+            b_.CreateURem(q, c64(k_.inner[static_cast<size_t>(d)]));
         q = b_.CreateUDiv(q, c64(k_.inner[static_cast<size_t>(d)]));
       }
       auto body = [&](int lanes, int vv) {

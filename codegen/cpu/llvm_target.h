@@ -2,10 +2,10 @@
 // target machine, the O3 pipeline, object emission.
 #pragma once
 
-#include <string>
-
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
+
+#include <string>
 
 namespace kiln::codegen::cpu {
 

@@ -114,7 +114,9 @@ std::pair<int64_t, int64_t> Index::range(std::span<const int64_t> extents) const
   for (const auto& [c, t] : terms_) {
     int64_t tlo = 0, thi = 0;
     switch (t.kind) {
-    case Term::Kind::var: thi = std::max<int64_t>(extents[static_cast<size_t>(t.var)] - 1, 0); break;
+    case Term::Kind::var:
+      thi = std::max<int64_t>(extents[static_cast<size_t>(t.var)] - 1, 0);
+      break;
     case Term::Kind::div: {
       auto [a, b] = t.inner->range(extents);
       tlo = floor_div(a, t.divisor);
@@ -207,8 +209,10 @@ std::string Index::str() const {
   std::string s;
   if (constant_ != 0 || terms_.empty()) s = std::to_string(constant_);
   for (const auto& [c, t] : terms_) {
-    if (!s.empty()) s += c < 0 ? " - " : " + ";
-    else if (c < 0) s += "-";
+    if (!s.empty())
+      s += c < 0 ? " - " : " + ";
+    else if (c < 0)
+      s += "-";
     int64_t m = c < 0 ? -c : c;
     if (m != 1) {
       s += std::to_string(m);

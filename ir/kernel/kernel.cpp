@@ -40,7 +40,9 @@ void print_instr(std::ostream& os, const Kernel& k, int id) {
       os << (a ? ", %" : "%") << in.args[a];
   };
   switch (in.kind) {
-  case Instr::Kind::load: os << "load " << k.buffers[static_cast<size_t>(in.buffer)].name << "[" << in.index.str() << "]"; break;
+  case Instr::Kind::load:
+    os << "load " << k.buffers[static_cast<size_t>(in.buffer)].name << "[" << in.index.str() << "]";
+    break;
   case Instr::Kind::constant: {
     // Bit-exact: the cache key must tell 0.0 from -0.0 and every NaN payload apart.
     uint64_t bits;
@@ -51,15 +53,22 @@ void print_instr(std::ostream& os, const Kernel& k, int id) {
     os << "constant " << buf;
     break;
   }
-  case Instr::Kind::op: os << op_name(in.op) << " "; args(); break;
-  case Instr::Kind::cast: os << "cast "; args(); break;
+  case Instr::Kind::op:
+    os << op_name(in.op) << " ";
+    args();
+    break;
+  case Instr::Kind::cast:
+    os << "cast ";
+    args();
+    break;
   case Instr::Kind::reduce:
     os << "reduce." << op_name(in.op) << " ";
     args();
     if (in.arg_var >= 0) os << " along v" << in.arg_var;
     break;
   case Instr::Kind::store:
-    os << "store " << k.buffers[static_cast<size_t>(in.buffer)].name << "[" << in.index.str() << "], ";
+    os << "store " << k.buffers[static_cast<size_t>(in.buffer)].name << "[" << in.index.str()
+       << "], ";
     args();
     break;
   }

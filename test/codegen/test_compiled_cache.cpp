@@ -1,30 +1,32 @@
 // The on-disk kernel cache through kiln::compile, and 64-bit indexing past 2^31 elements.
-#include <catch2/catch.hpp>
-
-#include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include <kiln/kiln.h>
 
 #include "codegen/cache.h"
+#include "frontend/frontend_testing.h"
 
 using namespace kiln;
 
 namespace {
 
-Tensor chain(const Tensor& x) { return (x * 2 + 1).relu().sum({1}); }
+/// These tests clear and corrupt the cache: each process gets its own directory (under the
+/// one the test run names), set before anything opens the process-wide cache.
+const bool g_private_cache = [] {
+  const char* base = std::getenv("KILN_CACHE_DIR");
+  std::filesystem::path dir = base && *base ? base : std::filesystem::temp_directory_path();
+  dir /= "compiled-cache-test-" + std::to_string(::getpid());
+  return ::setenv("KILN_CACHE_DIR", dir.c_str(), 1) == 0;
+}();
 
-/// The fused sum adds in another order than eager code: equal within f32 tolerance.
-bool close(const Tensor& a, const Tensor& b) {
-  std::vector<float> x = a.to_vector<float>(), y = b.to_vector<float>();
-  if (x.size() != y.size()) return false;
-  for (size_t i = 0; i < x.size(); ++i)
-    if (std::abs(x[i] - y[i]) > 1e-5f + 1.3e-6f * std::abs(y[i])) return false;
-  return true;
-}
+Tensor chain(const Tensor& x) { return (x * 2 + 1).relu().sum({1}); }
 
 std::vector<std::filesystem::path> entries() {
   std::vector<std::filesystem::path> r;
@@ -36,7 +38,7 @@ std::vector<std::filesystem::path> entries() {
 int64_t compile_and_check(const Tensor& x) {
   auto f = compile(chain);
   Tensor got = f(x);
-  CHECK(close(got, chain(x)));
+  CHECK(kiln::testing::close_to(got, chain(x)));
   CHECK(f.stats().generated_kernels == 1);
   return f.stats().disk_cache_hits;
 }
@@ -44,6 +46,7 @@ int64_t compile_and_check(const Tensor& x) {
 } // namespace
 
 TEST_CASE("a second compile of the same graph loads its kernels from disk", "[cache]") {
+  REQUIRE(g_private_cache);
   codegen::DiskCache::global().clear();
   manual_seed(11);
   Tensor x = randn({5, 7});
@@ -89,7 +92,7 @@ TEST_CASE("two processes compiling the same model at once both work", "[cache]")
         Tensor x = randn({9, 33});
         for (int round = 0; round < 3; ++round) {
           auto f = compile(chain);
-          if (!close(f(x), chain(x))) rc = 1;
+          if (!kiln::testing::close_to(f(x), chain(x))) rc = 1;
         }
       } catch (...) {
         rc = 2;

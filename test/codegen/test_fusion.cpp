@@ -2,41 +2,23 @@
 // result equals eager code.
 #include <catch2/catch.hpp>
 
-#include <cmath>
-
 #include <kiln/kiln.h>
 
+#include "frontend/frontend_testing.h"
+
 using namespace kiln;
+using kiln::testing::close_to;
 
 namespace {
-
-/// Same dtype and shape; values within rtol/atol (NaN equals NaN, infinities exact).
-bool close(const Tensor& a, const Tensor& b, double rtol = 1.3e-6, double atol = 1e-5) {
-  if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
-  std::vector<double> x = a.to(DType::f64).contiguous().to_vector<double>();
-  std::vector<double> y = b.to(DType::f64).contiguous().to_vector<double>();
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (std::isnan(x[i]) || std::isnan(y[i])) {
-      if (std::isnan(x[i]) != std::isnan(y[i])) return false;
-      continue;
-    }
-    if (std::isinf(x[i]) || std::isinf(y[i])) {
-      if (x[i] != y[i]) return false;
-      continue;
-    }
-    if (std::abs(x[i] - y[i]) > atol + rtol * std::abs(y[i])) return false;
-  }
-  return true;
-}
 
 template <typename F, typename... T> int64_t check_kernels(F f, const T&... args) {
   auto c = compile(f);
   Tensor want = f(args...);
   Tensor got = c(args...);
   INFO("eager " << want << "\ncompiled " << got);
-  CHECK(close(got, want));
+  CHECK(close_to(got, want));
   Tensor again = c(args...); // the replay path
-  CHECK(close(again, want));
+  CHECK(close_to(again, want));
   return c.stats().kernels;
 }
 
@@ -58,9 +40,9 @@ TEST_CASE("softmax over a leading dim is one kernel", "[fusion]") {
 TEST_CASE("layer_norm over the last dim is one kernel", "[fusion]") {
   manual_seed(3);
   Tensor x = randn({8, 7, 384}), w = randn({384}), b = randn({384});
-  CHECK(check_kernels([](const Tensor& a, const Tensor& w_, const Tensor& b_) {
-    return layer_norm(a, {384}, w_, b_);
-  }, x, w, b) == 1);
+  CHECK(check_kernels([](const Tensor& a, const Tensor& w_,
+                         const Tensor& b_) { return layer_norm(a, {384}, w_, b_); },
+                      x, w, b) == 1);
 }
 
 TEST_CASE("a GELU chain is one kernel", "[fusion]") {
@@ -74,9 +56,7 @@ TEST_CASE("a residual MLP block is two library calls and two kernels", "[fusion]
   manual_seed(5);
   Tensor x = randn({16, 64}), w1 = randn({128, 64}), b1 = randn({128}), w2 = randn({64, 128}),
          b2 = randn({64});
-  auto block = [&](const Tensor& a) {
-    return relu(linear(gelu(linear(a, w1, b1)), w2, b2) + a);
-  };
+  auto block = [&](const Tensor& a) { return relu(linear(gelu(linear(a, w1, b1)), w2, b2) + a); };
   // matmul, bias+gelu, matmul, bias+residual+relu.
   CHECK(check_kernels(block, x) == 4);
 }
@@ -84,7 +64,8 @@ TEST_CASE("a residual MLP block is two library calls and two kernels", "[fusion]
 TEST_CASE("pointwise chains over views and broadcasts fuse", "[fusion]") {
   manual_seed(6);
   Tensor x = randn({37, 19}), y = randn({19});
-  CHECK(check_kernels([](const Tensor& a, const Tensor& b) { return (a.t() * 2).t() + b; }, x, y) == 1);
+  CHECK(check_kernels([](const Tensor& a, const Tensor& b) { return (a.t() * 2).t() + b; }, x, y) ==
+        1);
   CHECK(check_kernels([](const Tensor& a) { return a.slice(1, 1, 19, 3).exp().sum({0}); }, x) == 1);
   CHECK(check_kernels([](const Tensor& a) { return (a.t() + 1).reshape({19 * 37}) * 3; }, x) == 1);
   CHECK(check_kernels([](const Tensor& a) { return a.sum({1}, true) - a; }, x) == 1);
