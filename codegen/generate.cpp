@@ -1,7 +1,11 @@
 // Lowering, scheduling, the on-disk cache and loading, for one graph.
 #include "codegen/generate.h"
 
+#include <elf.h>
+#include <link.h>
+
 #include <cstdio>
+#include <cstring>
 
 #include "codegen/cache.h"
 #include "codegen/cpu/jit.h"
@@ -9,6 +13,54 @@
 #include "runtime/logs.h"
 
 namespace kiln::codegen {
+
+// The kernel text does not show how the code generator compiles it: the build ID does.
+const std::string& build_id() {
+  static const std::string id = [] {
+    struct Search {
+      uintptr_t address;
+      std::string hex;
+    } search{reinterpret_cast<uintptr_t>(&build_id), {}};
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* data) -> int {
+          auto* s = static_cast<Search*>(data);
+          bool mine = false;
+          for (int i = 0; i < info->dlpi_phnum && !mine; ++i) {
+            const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+            uintptr_t begin = info->dlpi_addr + ph.p_vaddr;
+            mine = ph.p_type == PT_LOAD && s->address >= begin && s->address < begin + ph.p_memsz;
+          }
+          if (!mine) return 0;
+          for (int i = 0; i < info->dlpi_phnum; ++i) {
+            const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+            if (ph.p_type != PT_NOTE) continue;
+            const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
+            const char* end = p + ph.p_memsz;
+            while (p + sizeof(ElfW(Nhdr)) <= end) {
+              ElfW(Nhdr) note;
+              std::memcpy(&note, p, sizeof note);
+              const char* name = p + sizeof note;
+              const char* desc = name + ((note.n_namesz + 3) & ~3u);
+              if (note.n_type == NT_GNU_BUILD_ID && note.n_namesz == 4 &&
+                  std::memcmp(name, "GNU", 4) == 0 && desc + note.n_descsz <= end) {
+                static const char digits[] = "0123456789abcdef";
+                for (uint32_t k = 0; k < note.n_descsz; ++k) {
+                  auto byte = static_cast<unsigned char>(desc[k]);
+                  s->hex += digits[byte >> 4];
+                  s->hex += digits[byte & 15];
+                }
+                return 1;
+              }
+              p = desc + ((note.n_descsz + 3) & ~3u);
+            }
+          }
+          return 1;
+        },
+        &search);
+    return search.hex;
+  }();
+  return id;
+}
 
 GeneratedCode generate(const passes::FusionResult& fusion, bool use_cache) {
   GeneratedCode out;
@@ -18,6 +70,8 @@ GeneratedCode generate(const passes::FusionResult& fusion, bool use_cache) {
   // The cache key: everything the object depends on, in full.
   std::string key = "kiln object v1\nkiln ";
   key += KILN_VERSION_STRING;
+  key += "\nbuild ";
+  key += build_id().empty() ? std::string(__DATE__ " " __TIME__) : build_id();
   key += "\nllvm ";
   key += cpu::llvm_version();
   key += "\ntarget " + target.triple + " " + target.cpu + " " + target.features + "\n";

@@ -32,6 +32,10 @@ struct GeneratedCode {
   std::string cache_key_hash;
 };
 
+/// The GNU build ID (hex) of the binary holding the code generator, part of every cache key
+/// so that a rebuilt kiln never loads an object an older build cached; empty if it has none.
+const std::string& build_id();
+
 /// Lowers and compiles every group of `fusion`. Throws kiln::Error when a group has no
 /// lowering (the caller then runs the graph on the interpreter).
 GeneratedCode generate(const passes::FusionResult& fusion, bool use_cache = true);

@@ -149,7 +149,13 @@ std::string compile_module(llvm::Module& m) {
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
     llvm::ModuleAnalysisManager mam;
-    llvm::PassBuilder pb(b.machine.get());
+    // The schedule decides vector code; LLVM's loop vectorizer is off, so it never
+    // re-vectorizes a loop the schedule left scalar (and its VPlan analysis can take
+    // exponential time on the select chains of NaN-propagating min/max).
+    llvm::PipelineTuningOptions tuning;
+    tuning.LoopVectorization = false;
+    tuning.SLPVectorization = true;
+    llvm::PassBuilder pb(b.machine.get(), tuning);
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);
     pb.registerFunctionAnalyses(fam);

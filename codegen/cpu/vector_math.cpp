@@ -1,6 +1,7 @@
 // Inline LLVM IR for exp, log, tanh, erf, sigmoid, sin, cos, pow, sqrt and rsqrt: range
 // reduction plus minimax polynomials (fitted for this file by a Remez exchange, coefficients
-// rounded to the element type), all with llvm.fma and straight-line selects, no calls.
+// rounded to the element type), all with llvm.fma and straight-line selects, no calls (but
+// for sin/cos of huge arguments, below).
 //
 // Methods (p = 23 or 52 significand bits; f32 and f64 share the method, not the coefficients):
 // - exp: k = rint(x/ln2) by adding 1.5*2^p (the "magic number", one FMA), r = x - k ln2 with a
@@ -12,9 +13,10 @@
 //   arrangement: the rounding error of s only reaches a small correction term), + e ln2.
 // - sin/cos: q = the integer nearest x 2/pi, r = x - q pi/2 with pi/2 in three parts
 //   (Cody-Waite, FMA); sin r = r + r^3 S(r^2), cos r = 1 - r^2/2 + r^4 C(r^2) (the rounding
-//   error of 1 - r^2/2 added back), chosen and signed by q mod 4. No Payne-Hanek: accurate
-//   (measured <= 2 ulp f32, <= 1 ulp f64) for |x| < 4e6 (f32) and < 3e15 (f64), where q stays
-//   below 2^(p-1); beyond, the result is an unspecified value in [-1, 1] (inf and NaN give NaN).
+//   error of 1 - r^2/2 added back), chosen and signed by q mod 4. This is accurate (measured
+//   <= 1 ulp) for |x| <= 1e6 (f32) and <= 1e15 (f64). A vector with a finite lane beyond
+//   takes a branch that calls libm's sinf/sin/cosf/cos (eager's own kernel) for such lanes,
+//   in place of a vector Payne-Hanek reduction (such arguments are rare in models).
 // - tanh: |x| < 0.625: x + x^3 T(x^2); else 1 - 2/(e^(2|x|) + 1); on |x|, the sign copied last.
 // - sigmoid: 1/(1 + e^-x), eager's formula, with the exp above (so it overflows where eager's).
 // - erf: |x| < 1: x + x E(x^2); else 1 - e^(-x^2) erfcx(|x|) with erfcx polynomials (in 1/x for
@@ -26,7 +28,7 @@
 //   double-double product y log|x|.
 // - sqrt: llvm.sqrt; rsqrt: 1 / llvm.sqrt(x), an IEEE division, exactly eager's.
 // Measured against eager (glibc) by test/codegen/test_vector_math.cpp, f32 and f64 alike: at
-// most 1 ulp for exp, log, erf, cos, pow and sin (2 for f32 sin past 1e6); 2 for tanh (there
+// most 1 ulp for exp, log, erf, cos, pow and sin; 2 for tanh (there
 // glibc's tanh is the less accurate); 3 for sigmoid (eager's formula rounds three times, after
 // an exp that is itself within 1 ulp of eager's); sqrt and rsqrt are bit-exact.
 //
@@ -36,6 +38,7 @@
 
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
 
 #include <cstdint>
 #include <limits>
@@ -291,7 +294,47 @@ public:
     res = from_bits(b_.CreateXor(bits(res), sign));
     res = clamp(res, -1.0, 1.0);
     // r + r^3 S(r^2) gives +0 for r = -0 (S(0) < 0); sin(-0) is -0.
-    return cosine ? res : sel(eq(x, c(0.0)), x, res);
+    res = cosine ? res : sel(eq(x, c(0.0)), x, res);
+    return beyond_reduction(x, res, dbl_ ? 1e15 : 1e6, cosine ? (dbl_ ? "cos" : "cosf")
+                                                             : (dbl_ ? "sin" : "sinf"));
+  }
+
+  /// res, but where a lane of x is finite with |x| > limit (past the range where the
+  /// Cody-Waite reduction is accurate, rare in practice) that lane is libm's `fn` (what the
+  /// eager kernel computes), on a branch taken only by a vector that holds such a lane.
+  Value* beyond_reduction(Value* x, Value* res, double limit, const char* fn) {
+    Value* ax = abs(x);
+    Value* far = and_(gt(ax, c(limit)), lt(ax, inf()));
+    auto* vec = llvm::dyn_cast<llvm::FixedVectorType>(ty_);
+    Value* any = vec != nullptr ? b_.CreateOrReduce(far) : far;
+    llvm::BasicBlock* fast = b_.GetInsertBlock();
+    llvm::Function* f = fast->getParent();
+    llvm::LLVMContext& ctx = f->getContext();
+    auto* slow = llvm::BasicBlock::Create(ctx, "libm", f);
+    auto* join = llvm::BasicBlock::Create(ctx, "libm.join", f);
+    b_.CreateCondBr(any, slow, join);
+    b_.SetInsertPoint(slow);
+    llvm::Type* el = ty_->getScalarType();
+    llvm::FunctionCallee callee =
+        f->getParent()->getOrInsertFunction(fn, llvm::FunctionType::get(el, {el}, false));
+    Value* exact = nullptr;
+    if (vec == nullptr) {
+      exact = b_.CreateCall(callee, {x});
+    } else {
+      exact = llvm::PoisonValue::get(ty_);
+      for (unsigned i = 0; i < vec->getNumElements(); ++i)
+        exact = b_.CreateInsertElement(
+            exact, b_.CreateCall(callee, {b_.CreateExtractElement(x, uint64_t{i})}), uint64_t{i});
+    }
+    // The near lanes keep the inline result, so every vector width computes what the scalar
+    // code computes.
+    exact = sel(far, exact, res);
+    b_.CreateBr(join);
+    b_.SetInsertPoint(join);
+    llvm::PHINode* phi = b_.CreatePHI(ty_, 2);
+    phi->addIncoming(res, fast);
+    phi->addIncoming(exact, slow);
+    return phi;
   }
 
   // Both branches on |x|, the sign restored last (x + x^3 T would lose the sign of -0).

@@ -1,8 +1,9 @@
 // Transcendental functions as inline LLVM IR (exp, log, tanh, erf, sigmoid, sin, cos, pow,
-// sqrt, rsqrt) for scalar and fixed-vector float/double values: no libm calls.
+// sqrt, rsqrt) for scalar and fixed-vector float/double values: no libm calls, except on a
+// rarely taken branch for sin/cos of arguments too large for the inline range reduction.
 //
 // Each function is range reduction plus a minimax polynomial, evaluated with llvm.fma, in
-// straight-line code (selects, no branches), so that a vector of any width computes exactly
+// straight-line code (selects), so that a vector of any width computes exactly
 // what the scalar code computes, lane by lane. The results are compared with the eager
 // kernels (glibc) by test/codegen/test_vector_math.cpp; special values (NaN, ±inf, ±0,
 // overflow and underflow, denormals) match eager exactly and the rest is within a few ULP.
@@ -15,8 +16,9 @@
 
 namespace kiln::codegen::cpu {
 
-/// Emits op(x) (or op(x, y) for pow) inline at the builder's position, as straight-line code
-/// (no new blocks, no calls). x, y: float or double, scalar or fixed vector; the result has
+/// Emits op(x) (or op(x, y) for pow) inline at the builder's position. Straight-line code,
+/// except sin and cos: they add blocks (the builder is left in the last of them) with a
+/// branch to libm calls for huge arguments. x, y: float or double, scalar or fixed vector; the result has
 /// x's type. Only ops with has_vector_math(op). The builder's fast-math flags are ignored (and
 /// kept): the results are eager's to within the ULP bounds only under IEEE semantics.
 llvm::Value* emit_math(llvm::IRBuilderBase& b, kiln::Op op, llvm::Value* x,

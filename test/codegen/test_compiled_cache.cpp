@@ -11,6 +11,7 @@
 #include <kiln/kiln.h>
 
 #include "codegen/cache.h"
+#include "codegen/generate.h"
 #include "frontend/frontend_testing.h"
 
 using namespace kiln;
@@ -53,6 +54,20 @@ TEST_CASE("a second compile of the same graph loads its kernels from disk", "[ca
   CHECK(compile_and_check(x) == 0);
   CHECK(entries().size() == 1);
   CHECK(compile_and_check(x) == 1);
+}
+
+TEST_CASE("cache keys name the code generator's build", "[cache]") {
+  // Without it, a rebuilt code generator would load the objects of the previous build.
+  const std::string& id = codegen::build_id();
+  CHECK(id.size() >= 16);
+  CHECK(id.find_first_not_of("0123456789abcdef") == std::string::npos);
+  codegen::DiskCache::global().clear();
+  manual_seed(13);
+  compile_and_check(randn({3, 4}));
+  REQUIRE(entries().size() == 1);
+  std::ifstream in(entries()[0], std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(bytes.find("\nbuild " + id + "\n") != std::string::npos);
 }
 
 TEST_CASE("a corrupt or truncated cache entry is recompiled", "[cache]") {

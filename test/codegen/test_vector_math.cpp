@@ -144,9 +144,9 @@ template <typename T> void add_bit_sweep(Inputs<T>& in, int n) {
     in.add(from_bits<T>(U(U(i) * step + U(i * 2654435761u % 977))));
 }
 
-/// The accurate range of sin/cos that the ULP bound covers (beyond it, results are only
-/// checked to be finite and in [-1, 1]).
-template <typename T> double trig_range() { return std::is_same_v<T, float> ? 4e6 : 1e15; }
+/// The range of the inline sin/cos range reduction; beyond it a vector calls libm (eager's
+/// kernel) for every lane.
+template <typename T> double trig_range() { return std::is_same_v<T, float> ? 1e6 : 1e15; }
 
 template <typename T> Inputs<T> unary_inputs(Op op) {
   Inputs<T> in;
@@ -253,11 +253,8 @@ void compare(Op op, int lanes, const Inputs<T>& in, const std::vector<T>& want,
     T e = want[i], g = got[i], x = in.x[i];
     bool ok;
     uint64_t ulp = 0;
-    bool trig_far = (op == Op::sin || op == Op::cos) && !(std::fabs(x) <= trig_range<T>());
     if (std::isnan(e) || std::isnan(g)) {
       ok = std::isnan(e) && std::isnan(g);
-    } else if (trig_far) {
-      ok = std::fabs(g) <= 1; // beyond the accurate range: only bounded
     } else if (in.exact[i] || std::isinf(e) || std::isinf(g) || (e == 0 && g == 0)) {
       ok = e == g && std::signbit(e) == std::signbit(g);
     } else {
@@ -341,8 +338,8 @@ TEST_CASE("vector pow matches eager", "[vector_math]") {
 
 namespace {
 
-/// The error of sin/cos per half decade of |x| beyond the accurate range: printed, not
-/// bounded, except that the results stay in [-1, 1].
+/// sin/cos per half decade of |x| beyond the inline range reduction's: libm's results, bit
+/// for bit; near lanes that share a vector with far ones stay within the ULP bound.
 template <typename T> void trig_decades(Op op) {
   constexpr DType dt = kiln::dtype_of_v<T>;
   MathProbe probe = compile_math_probe(op, dt, dt == DType::f32 ? 8 : 4);
@@ -351,28 +348,23 @@ template <typename T> void trig_decades(Op op) {
   for (double d = std::log10(trig_range<T>()); d < max_decade; d += 0.5) {
     Inputs<T> in;
     add_log_uniform(in, rng, std::pow(10.0, d), std::pow(10.0, d + 0.5), 1 << 12);
+    for (size_t i = 0; i < in.x.size(); i += 3)
+      in.x[i] = T(in.x[i] * 1e-20); // near lanes beside far ones
     std::vector<T> want = eager(op, in.x, in.y), got(in.x.size());
     probe.fn(in.x.data(), in.y.data(), got.data(), int64_t(got.size()));
-    uint64_t worst = 0;
-    double worst_abs = 0;
-    bool bounded = true;
-    for (size_t i = 0; i < got.size(); ++i) {
-      worst = std::max(worst, ulp_distance(want[i], got[i]));
-      worst_abs = std::max(worst_abs, std::fabs(double(want[i]) - double(got[i])));
-      bounded = bounded && std::fabs(got[i]) <= 1;
-    }
-    CHECK(bounded);
-    std::cout << std::setprecision(2) << "beyond " << kiln::op_name(op) << " "
-              << kiln::dtype_name(dt) << " |x| in [" << std::pow(10.0, d) << ", "
-              << std::pow(10.0, d + 0.5) << "): max error " << worst << " ULP, absolute "
-              << worst_abs << "\n";
+    int64_t differ = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      differ += ulp_distance(want[i], got[i]) > (i % 3 == 0 ? 1u : 0u) ? 1 : 0;
+    INFO(kiln::op_name(op) << " " << kiln::dtype_name(dt) << " |x| in [" << std::pow(10.0, d)
+                           << ", " << std::pow(10.0, d + 0.5) << ")");
+    CHECK(differ == 0);
     if (d > std::log10(trig_range<T>()) + 1) d += dt == DType::f32 ? 10 : 60; // then sparsely
   }
 }
 
 } // namespace
 
-TEST_CASE("vector sin and cos beyond the accurate range stay in range", "[vector_math]") {
+TEST_CASE("vector sin and cos beyond the inline range are libm's", "[vector_math]") {
   for (Op op : {Op::sin, Op::cos}) {
     trig_decades<float>(op);
     trig_decades<double>(op);

@@ -109,7 +109,7 @@ Tensor input(const ShapeCase& s, DType t, Values v, uint64_t seed) {
 
 } // namespace
 
-TEST_CASE("diff: binary ops over every dtype and operand pair", "[diff][!mayfail]") {
+TEST_CASE("diff: binary ops over every dtype and operand pair", "[diff]") {
   uint64_t seed = 1000;
   const std::vector<std::string> short_list = {
       "0-d and 0-d",
@@ -132,7 +132,7 @@ TEST_CASE("diff: binary ops over every dtype and operand pair", "[diff][!mayfail
   }
 }
 
-TEST_CASE("diff: binary ops with a C++ scalar operand", "[diff][!mayfail]") {
+TEST_CASE("diff: binary ops with a C++ scalar operand", "[diff]") {
   struct ScalarCase {
     std::string label;
     Scalar value;
@@ -159,7 +159,7 @@ TEST_CASE("diff: binary ops with a C++ scalar operand", "[diff][!mayfail]") {
   }
 }
 
-TEST_CASE("diff: each binary op alone", "[diff][!mayfail]") {
+TEST_CASE("diff: each binary op alone", "[diff]") {
   uint64_t seed = 3000;
   for (const NamedBinary& op : binary_ops()) {
     BinaryOp f = op.fn;
@@ -184,7 +184,7 @@ TEST_CASE("diff: each binary op alone", "[diff][!mayfail]") {
   }
 }
 
-TEST_CASE("diff: binary ops promote mixed dtypes", "[diff][!mayfail]") {
+TEST_CASE("diff: binary ops promote mixed dtypes", "[diff]") {
   struct Mixed {
     DType a;
     Shape as;
@@ -212,7 +212,7 @@ TEST_CASE("diff: binary ops promote mixed dtypes", "[diff][!mayfail]") {
   }
 }
 
-TEST_CASE("diff: maximum and minimum keep NaN and the order of signed zeros", "[diff][!mayfail]") {
+TEST_CASE("diff: maximum and minimum keep NaN and the order of signed zeros", "[diff]") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> a = {nan, 1.0f, nan, -0.0f, 0.0f, -0.0f, inf, -inf, 2.0f, nan};
@@ -229,7 +229,7 @@ TEST_CASE("diff: maximum and minimum keep NaN and the order of signed zeros", "[
   }
 }
 
-TEST_CASE("diff: integer division and remainder and pow at the edges", "[diff][!mayfail]") {
+TEST_CASE("diff: integer division and remainder and pow at the edges", "[diff]") {
   for (DType t : {DType::i32, DType::i64, DType::i8, DType::u8}) {
     auto [lo, hi] =
         std::pair<int64_t, int64_t>{t == DType::i32  ? std::numeric_limits<int32_t>::min()
@@ -260,7 +260,7 @@ TEST_CASE("diff: integer division and remainder and pow at the edges", "[diff][!
   }
 }
 
-TEST_CASE("diff: float floor_divide and remainder follow Python", "[diff][!mayfail]") {
+TEST_CASE("diff: float floor_divide and remainder follow Python", "[diff]") {
   const std::vector<double> a = {1.0, -1.0, 5.5, -5.5, 0.0, -0.0, 1e300, 7.0, -7.0, 0.3, 3.0};
   const std::vector<double> b = {0.1, 0.1, -2.0, 2.0, -3.0, 3.0, 1e-300, 0.0, -0.0, 0.1, -0.0};
   for (DType t : {DType::f64, DType::f32, DType::f16, DType::bf16}) {
@@ -278,7 +278,7 @@ TEST_CASE("diff: float floor_divide and remainder follow Python", "[diff][!mayfa
   }
 }
 
-TEST_CASE("diff: where over dtypes and broadcasts", "[diff][!mayfail]") {
+TEST_CASE("diff: where over dtypes and broadcasts", "[diff]") {
   uint64_t seed = 5000;
   for (DType t : sweep_dtypes()) {
     struct W {

@@ -71,7 +71,7 @@ std::vector<ChainInputs> chain_inputs() {
 
 } // namespace
 
-TEST_CASE("diff: pointwise chains over dtypes and operand layouts", "[diff][!mayfail]") {
+TEST_CASE("diff: pointwise chains over dtypes and operand layouts", "[diff]") {
   uint64_t seed = 31000;
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::f64, DType::i32}) {
     for (const ChainInputs& ci : chain_inputs()) {
@@ -88,7 +88,7 @@ TEST_CASE("diff: pointwise chains over dtypes and operand layouts", "[diff][!may
   }
 }
 
-TEST_CASE("diff: each chain alone", "[diff][!mayfail]") {
+TEST_CASE("diff: each chain alone", "[diff]") {
   uint64_t seed = 32000;
   for (const Chain& ch : chains()) {
     for (DType t : {DType::f32, DType::f16}) {
@@ -104,7 +104,7 @@ TEST_CASE("diff: each chain alone", "[diff][!mayfail]") {
   }
 }
 
-TEST_CASE("diff: reduced-precision chains round after every op", "[diff][!mayfail]") {
+TEST_CASE("diff: reduced-precision chains round after every op", "[diff]") {
   // Large x and small y: (x + y) rounded to f16/bf16 loses y, so (x + y) - x is 0 or a
   // multiple of x's ulp; computed in f32 without the rounding it would be y. The tolerance
   // cannot hide that difference.
@@ -130,7 +130,7 @@ TEST_CASE("diff: reduced-precision chains round after every op", "[diff][!mayfai
   }
 }
 
-TEST_CASE("diff: chains that mix dtypes", "[diff][!mayfail]") {
+TEST_CASE("diff: chains that mix dtypes", "[diff]") {
   uint64_t seed = 34000;
   Tensor i = make_input({7, 33}, DType::i32, Values::special, ++seed);
   Tensor f = make_input({7, 33}, DType::f32, Values::special, ++seed);
@@ -163,7 +163,7 @@ TEST_CASE("diff: chains that mix dtypes", "[diff][!mayfail]") {
        {"cumsum of i32 + f16", [](const Inputs& in) { return cumsum(in[0], 1) + in[2]; }, true}}));
 }
 
-TEST_CASE("diff: in-place ops on intermediates and on inputs", "[diff][!mayfail]") {
+TEST_CASE("diff: in-place ops on intermediates and on inputs", "[diff]") {
   uint64_t seed = 35000;
   for (DType t : {DType::f32, DType::f16, DType::i64}) {
     Tensor x = make_input({7, 33}, t, Values::special, ++seed);
@@ -240,7 +240,7 @@ TEST_CASE("diff: in-place ops on intermediates and on inputs", "[diff][!mayfail]
   }
 }
 
-TEST_CASE("diff: compiled functions with C++ scalar arguments", "[diff][!mayfail]") {
+TEST_CASE("diff: compiled functions with C++ scalar arguments", "[diff]") {
   // A scalar argument is guarded by value: the same value replays, a new one re-traces; both
   // must equal eager. (Outside the Case machinery, which passes tensors only.)
   Tensor x = make_input({7, 33}, DType::f16, Values::special, 36000);

@@ -22,7 +22,7 @@ Tensor exact(Shape shape, DType t, uint64_t seed, Layout layout = Layout::contig
 
 } // namespace
 
-TEST_CASE("diff: matmul over ranks batch broadcasts and layouts", "[diff][!mayfail]") {
+TEST_CASE("diff: matmul over ranks batch broadcasts and layouts", "[diff]") {
   struct MatmulCase {
     std::string label;
     Shape a, b;
@@ -75,7 +75,7 @@ TEST_CASE("diff: matmul over ranks batch broadcasts and layouts", "[diff][!mayfa
   check(s);
 }
 
-TEST_CASE("diff: bmm and linear with and without bias", "[diff][!mayfail]") {
+TEST_CASE("diff: bmm and linear with and without bias", "[diff]") {
   uint64_t seed = 20000;
   for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
     Tensor x = exact({4, 7, 9}, t, ++seed);
@@ -100,7 +100,7 @@ TEST_CASE("diff: bmm and linear with and without bias", "[diff][!mayfail]") {
   }
 }
 
-TEST_CASE("diff: conv2d over strides paddings dilations and groups", "[diff][!mayfail]") {
+TEST_CASE("diff: conv2d over strides paddings dilations and groups", "[diff]") {
   struct ConvCase {
     std::string label;
     Shape x, w;
@@ -171,7 +171,7 @@ TEST_CASE("diff: conv2d over strides paddings dilations and groups", "[diff][!ma
   }
 }
 
-TEST_CASE("diff: max_pool2d avg_pool2d and adaptive_avg_pool2d", "[diff][!mayfail]") {
+TEST_CASE("diff: max_pool2d avg_pool2d and adaptive_avg_pool2d", "[diff]") {
   uint64_t seed = 22000;
   for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64}) {
     const bool f = is_floating(t);

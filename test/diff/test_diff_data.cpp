@@ -26,7 +26,7 @@ Tensor index_values(Shape shape, int64_t n, uint64_t seed, DType t = DType::i64)
 
 } // namespace
 
-TEST_CASE("diff: copy clone and contiguous over dtypes and layouts", "[diff][!mayfail]") {
+TEST_CASE("diff: copy clone and contiguous over dtypes and layouts", "[diff]") {
   uint64_t seed = 14000;
   for (DType t : all_dtypes()) {
     // f32 runs every shape; the other dtypes the 0-d, empty and non-contiguous ones (a
@@ -50,7 +50,7 @@ TEST_CASE("diff: copy clone and contiguous over dtypes and layouts", "[diff][!ma
   }
 }
 
-TEST_CASE("diff: cat along each dim with mixed dtypes and empty pieces", "[diff][!mayfail]") {
+TEST_CASE("diff: cat along each dim with mixed dtypes and empty pieces", "[diff]") {
   uint64_t seed = 15000;
   for (DType t : sweep_dtypes()) {
     Tensor a = make_input({3, 5, 7}, t, Values::special, ++seed);
@@ -108,7 +108,7 @@ TEST_CASE("diff: cat along each dim with mixed dtypes and empty pieces", "[diff]
   }
 }
 
-TEST_CASE("diff: index_select gather and scatter", "[diff][!mayfail]") {
+TEST_CASE("diff: index_select gather and scatter", "[diff]") {
   uint64_t seed = 16000;
   for (DType t : sweep_dtypes()) {
     Tensor x = make_input({6, 7, 5}, t, Values::special, ++seed);
@@ -164,7 +164,7 @@ TEST_CASE("diff: index_select gather and scatter", "[diff][!mayfail]") {
   }
 }
 
-TEST_CASE("diff: pad with constants on one two and three dims", "[diff][!mayfail]") {
+TEST_CASE("diff: pad with constants on one two and three dims", "[diff]") {
   uint64_t seed = 17000;
   for (DType t : sweep_dtypes()) {
     Tensor x = make_input({3, 5, 7}, t, Values::special, ++seed);
@@ -219,7 +219,7 @@ TEST_CASE("diff: pad with constants on one two and three dims", "[diff][!mayfail
   }
 }
 
-TEST_CASE("diff: embedding one_hot tril and triu", "[diff][!mayfail]") {
+TEST_CASE("diff: embedding one_hot tril and triu", "[diff]") {
   uint64_t seed = 18000;
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
     Tensor w = make_input({11, 6}, t, Values::special, ++seed);

@@ -44,7 +44,7 @@ Case passing_case() {
 } // namespace
 
 TEST_CASE("diff harness: a wrong reference is caught and the message names the mismatch",
-          "[diff][!mayfail]") {
+          "[diff]") {
   Result r = run_case(wrong_reference_case(), {});
   REQUIRE(r.outcome == Outcome::failed);
   INFO(r.message);
@@ -56,7 +56,7 @@ TEST_CASE("diff harness: a wrong reference is caught and the message names the m
   CHECK(mentions(r.message, "1 of 12 elements differ"));
 }
 
-TEST_CASE("diff harness: the expected-failure table reports failures and stale entries", "[diff][!mayfail]") {
+TEST_CASE("diff harness: the expected-failure table reports failures and stale entries", "[diff]") {
   const ExpectedFailure table[] = {
       {"self-test add [f32 3x4]", "deliberately wrong reference"},
       {"self-test mul [f32 5]", "listed although it passes"},
@@ -83,7 +83,7 @@ TEST_CASE("diff harness: the expected-failure table reports failures and stale e
 }
 
 TEST_CASE("diff harness: NaN equals NaN and infinities are exact and zeros keep their sign",
-          "[diff][!mayfail]") {
+          "[diff]") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
   CHECK(!compare_tensors(f32({nan, 1, inf, -inf}), f32({nan, 1, inf, -inf})));
@@ -101,7 +101,7 @@ TEST_CASE("diff harness: NaN equals NaN and infinities are exact and zeros keep 
   CHECK(!compare_tensors(f32({0.0f}), f32({-0.0f}), any_zero));
 }
 
-TEST_CASE("diff harness: per-dtype tolerances and exact integers and dtype and shape", "[diff][!mayfail]") {
+TEST_CASE("diff harness: per-dtype tolerances and exact integers and dtype and shape", "[diff]") {
   // f32: rtol 1.3e-6, atol 1e-5.
   CHECK(!compare_tensors(f32({1000.001f}), f32({1000.0f})));
   CHECK(compare_tensors(f32({1000.01f}), f32({1000.0f})));
@@ -141,7 +141,7 @@ TEST_CASE("diff harness: per-dtype tolerances and exact integers and dtype and s
   CHECK(compare_tensors(m.t(), m.view({3, 2})));
 }
 
-TEST_CASE("diff harness: mutated inputs and missing replays and refusals are reported", "[diff][!mayfail]") {
+TEST_CASE("diff harness: mutated inputs and missing replays and refusals are reported", "[diff]") {
   Case mutating;
   mutating.op = "self-test add_";
   mutating.variant = "f32 3";
@@ -194,7 +194,7 @@ TEST_CASE("diff harness: mutated inputs and missing replays and refusals are rep
   CHECK(run_case(*b, {}).outcome == Outcome::passed);
 }
 
-TEST_CASE("diff harness: random cases are seeded and their offsets compared", "[diff][!mayfail]") {
+TEST_CASE("diff harness: random cases are seeded and their offsets compared", "[diff]") {
   Case c;
   c.op = "self-test rand";
   c.variant = "f32 33";
@@ -217,7 +217,7 @@ TEST_CASE("diff harness: random cases are seeded and their offsets compared", "[
   CHECK(off.outcome == Outcome::failed);
 }
 
-TEST_CASE("diff harness: inputs have the asked shapes and layouts and special values", "[diff][!mayfail]") {
+TEST_CASE("diff harness: inputs have the asked shapes and layouts and special values", "[diff]") {
   for (const ShapeCase& s : pointwise_shapes()) {
     INFO(s.label);
     Tensor t = make_input(s.shape, DType::f32, Values::special, 3, s.layout, s.base);

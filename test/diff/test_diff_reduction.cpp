@@ -108,7 +108,7 @@ bool must_run(DType t, const ReductionShape& r) {
 
 } // namespace
 
-TEST_CASE("diff: sum and mean over dims with and without keepdim and dtype", "[diff][!mayfail]") {
+TEST_CASE("diff: sum and mean over dims with and without keepdim and dtype", "[diff]") {
   for_each_reduction_case(6000, [](DType t, const ReductionShape& r, uint64_t seed) {
     Tensor x = input_for(r, t, Values::exact_special, seed);
     std::vector<Item> items = dims_items("sum", sum_default, r, t == DType::f32);
@@ -125,7 +125,7 @@ TEST_CASE("diff: sum and mean over dims with and without keepdim and dtype", "[d
   });
 }
 
-TEST_CASE("diff: prod over dims", "[diff][!mayfail]") {
+TEST_CASE("diff: prod over dims", "[diff]") {
   for_each_reduction_case(7000, [](DType t, const ReductionShape& r, uint64_t seed) {
     Tensor x = input_for(r, t, Values::pow2, seed);
     CHECK(check_bundle(
@@ -134,7 +134,7 @@ TEST_CASE("diff: prod over dims", "[diff][!mayfail]") {
   });
 }
 
-TEST_CASE("diff: amax amin max and min over dims", "[.][diff][known-crash]") {
+TEST_CASE("diff: amax amin max and min over dims", "[diff]") {
   for_each_reduction_case(8000, [](DType t, const ReductionShape& r, uint64_t seed) {
     Tensor x = input_for(r, t, Values::exact_special, seed);
     std::vector<Item> items;
@@ -157,7 +157,7 @@ TEST_CASE("diff: amax amin max and min over dims", "[.][diff][known-crash]") {
   });
 }
 
-TEST_CASE("diff: argmax and argmin pick the first extremum and NaN", "[diff][!mayfail]") {
+TEST_CASE("diff: argmax and argmin pick the first extremum and NaN", "[diff]") {
   for_each_reduction_case(9000, [](DType t, const ReductionShape& r, uint64_t seed) {
     // exact values repeat often, so rows hold ties; every 41st element is NaN or ±Inf.
     Tensor x = input_for(r, t, Values::exact_special, seed);
@@ -182,7 +182,7 @@ TEST_CASE("diff: argmax and argmin pick the first extremum and NaN", "[diff][!ma
   });
 }
 
-TEST_CASE("diff: cumsum along each dim with and without dtype", "[diff][!mayfail]") {
+TEST_CASE("diff: cumsum along each dim with and without dtype", "[diff]") {
   for_each_reduction_case(10000, [](DType t, const ReductionShape& r, uint64_t seed) {
     Tensor x = input_for(r, t, Values::exact_special, seed);
     std::vector<Item> items;
@@ -199,7 +199,7 @@ TEST_CASE("diff: cumsum along each dim with and without dtype", "[diff][!mayfail
   });
 }
 
-TEST_CASE("diff: each reduction alone on a non-contiguous input", "[diff][!mayfail]") {
+TEST_CASE("diff: each reduction alone on a non-contiguous input", "[diff]") {
   // One op per compiled function, over a transposed f32 and a sliced f16 input.
   struct One {
     const char* name;
