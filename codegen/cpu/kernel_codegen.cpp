@@ -14,6 +14,7 @@
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
+#include <llvm/IR/PatternMatch.h>
 #include <llvm/Support/raw_ostream.h>
 
 #include <unordered_map>
@@ -348,8 +349,8 @@ private:
     case Op::relu: {
       llvm::Value* v = x();
       llvm::Value* zero = llvm::Constant::getNullValue(v->getType());
-      if (fl)
-        r = b_.CreateSelect(b_.CreateFCmpUGT(v, zero), v, zero); // NaN stays NaN
+      if (fl) // NaN stays NaN; on the bits, as for maximum against 0 above.
+        r = b_.CreateSelect(b_.CreateOr(positive_bits(v), b_.CreateFCmpUNO(v, v)), v, zero);
       else if (is_unsigned(t))
         r = v;
       else
@@ -388,7 +389,18 @@ private:
       bool mx = in.op == Op::maximum;
       if (fl) {
         // Eager: NaN x wins, then NaN y, then x < y ? y : x (max) / y < x ? y : x (min).
-        llvm::Value* pick = mx ? b_.CreateFCmpOLT(a, c) : b_.CreateFCmpOLT(c, a);
+        // Against a zero constant the comparison is made on the sign and magnitude bits:
+        // LLVM 22's InstCombine turns select(fcmp ogt x, 0), 0, x) into a form that loses
+        // the sign of x = -0.0 when the comparison is shared (a miscompile), and min/max
+        // against 0 is the common case (clamp, relu-like chains).
+        using llvm::PatternMatch::m_AnyZeroFP;
+        llvm::Value* pick = nullptr;
+        if (llvm::PatternMatch::match(c, m_AnyZeroFP()))
+          pick = mx ? negative_bits(a) : positive_bits(a);
+        else if (llvm::PatternMatch::match(a, m_AnyZeroFP()))
+          pick = mx ? positive_bits(c) : negative_bits(c);
+        else
+          pick = mx ? b_.CreateFCmpOLT(a, c) : b_.CreateFCmpOLT(c, a);
         r = b_.CreateSelect(pick, c, a);
         r = b_.CreateSelect(b_.CreateFCmpUNO(c, c), c, r);
         r = b_.CreateSelect(b_.CreateFCmpUNO(a, a), a, r);
@@ -412,6 +424,20 @@ private:
     default: KILN_UNREACHABLE("codegen: op " + std::string(op_name(in.op)) + " has no lowering");
     }
     return round(r, t, lanes);
+  }
+
+  /// Whether float v > 0, and v < 0, from its bits (either answer for NaN).
+  llvm::Value* positive_bits(llvm::Value* v) {
+    unsigned w = v->getType()->getScalarType()->getPrimitiveSizeInBits();
+    llvm::Type* ity = v->getType()->getWithNewType(b_.getIntNTy(w));
+    return b_.CreateICmpSGT(b_.CreateBitCast(v, ity), llvm::Constant::getNullValue(ity));
+  }
+  llvm::Value* negative_bits(llvm::Value* v) {
+    unsigned w = v->getType()->getScalarType()->getPrimitiveSizeInBits();
+    llvm::Type* ity = v->getType()->getWithNewType(b_.getIntNTy(w));
+    // Above the bits of -0.0 as unsigned: a negative number other than -0.0.
+    return b_.CreateICmpUGT(b_.CreateBitCast(v, ity),
+                            llvm::ConstantInt::get(ity, llvm::APInt::getSignMask(w)));
   }
 
   llvm::Value* compare(Op o, llvm::Value* a, llvm::Value* c, DType t) {

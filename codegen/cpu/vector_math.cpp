@@ -295,8 +295,8 @@ public:
     res = clamp(res, -1.0, 1.0);
     // r + r^3 S(r^2) gives +0 for r = -0 (S(0) < 0); sin(-0) is -0.
     res = cosine ? res : sel(eq(x, c(0.0)), x, res);
-    return beyond_reduction(x, res, dbl_ ? 1e15 : 1e6, cosine ? (dbl_ ? "cos" : "cosf")
-                                                             : (dbl_ ? "sin" : "sinf"));
+    return beyond_reduction(x, res, dbl_ ? 1e15 : 1e6,
+                            cosine ? (dbl_ ? "cos" : "cosf") : (dbl_ ? "sin" : "sinf"));
   }
 
   /// res, but where a lane of x is finite with |x| > limit (past the range where the

@@ -9,17 +9,7 @@ namespace kiln::diff {
 namespace {
 
 // {"case name exactly as the failure message spells it", "why it fails (issue or cause)"},
-constexpr std::array<ExpectedFailure, 3> kExpectedFailures{{
-    {"chains [f16 7x33]",
-     "-0.0 where eager gives +0.0 in output 8 (maximum(x, y) - minimum(x, 0) * 2), only when "
-     "compiled with the other 16 chains in one graph; not reproduced alone: under investigation"},
-    {"chains [f16 1023 and 0-d]",
-     "-0.0 where eager gives +0.0 in output 8 (maximum(x, y) - minimum(x, 0) * 2), only when "
-     "compiled with the other 16 chains in one graph; not reproduced alone: under investigation"},
-    {"chains [f16 transposed and expanded]",
-     "-0.0 where eager gives +0.0 in output 8 (maximum(x, y) - minimum(x, 0) * 2), only when "
-     "compiled with the other 16 chains in one graph; not reproduced alone: under investigation"},
-}};
+constexpr std::array<ExpectedFailure, 0> kExpectedFailures{};
 
 } // namespace
 
