@@ -22,7 +22,8 @@ int64_t Schedule::rows(const Kernel& k) const {
 std::string Schedule::str() const {
   const char* v = vector == Vector::none ? "none" : vector == Vector::outer ? "outer" : "inner";
   return std::string("vector=") + v + " lanes=" + std::to_string(lanes) +
-         " block=" + std::to_string(block) + " grain=" + std::to_string(grain);
+         " unroll=" + std::to_string(unroll) + " block=" + std::to_string(block) +
+         " grain=" + std::to_string(grain);
 }
 
 Schedule choose_schedule(const Kernel& k, int vector_bytes) {
@@ -53,6 +54,10 @@ Schedule choose_schedule(const Kernel& k, int vector_bytes) {
     if (!arg_reduction && unit > 0 && other == 0 && k.inner.back() >= lanes) {
       s.vector = Schedule::Vector::inner;
       s.lanes = lanes;
+      // Up to 4 vectors per step while the scalar tail (under lanes x unroll points) stays
+      // small beside the row.
+      while (s.unroll < 4 && k.inner.back() >= int64_t{8} * lanes * s.unroll)
+        s.unroll *= 2;
     } else if (!k.outer.empty() && k.outer.back() >= lanes) {
       s.vector = Schedule::Vector::outer;
       s.lanes = lanes;

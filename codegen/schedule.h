@@ -15,6 +15,9 @@ struct Schedule {
   enum class Vector : uint8_t { none, outer, inner };
   Vector vector = Vector::none;
   int lanes = 1;
+  /// Vectors per step of the inner vector loop (inner mode): a reduction there keeps
+  /// lanes x unroll accumulators, which hides the latency of its adds.
+  int unroll = 1;
   /// Points of the last outer dim per row: rows split that dim into blocks so that even a
   /// one-dimensional kernel has rows to run in parallel.
   int64_t block = 1;

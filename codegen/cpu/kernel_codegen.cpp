@@ -570,7 +570,10 @@ private:
     const int n_outer = static_cast<int>(k_.outer.size());
     const int m = static_cast<int>(k_.inner.size());
     const bool inner_vec = s_.vector == Schedule::Vector::inner && outer_lanes == 1;
-    const int L = inner_vec ? s_.lanes : outer_lanes;
+    // Unrolled inner vector code is one vector of lanes x unroll: LLVM splits it into
+    // `unroll` registers, so a reduction keeps that many independent accumulators, folded
+    // lane by lane in a fixed order after the loop.
+    const int L = inner_vec ? s_.lanes * s_.unroll : outer_lanes;
     // Accumulators.
     std::unordered_map<int, Acc> accs;
     for (int id : l.body) {

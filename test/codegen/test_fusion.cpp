@@ -4,6 +4,7 @@
 
 #include <kiln/kiln.h>
 
+#include "codegen/cpu/jit.h"
 #include "frontend/frontend_testing.h"
 
 using namespace kiln;
@@ -79,4 +80,42 @@ TEST_CASE("without fusion each op is its own kernel", "[fusion]") {
   auto c = compile([](const Tensor& a) { return softmax(a, -1); }, o);
   Tensor r = c(x);
   CHECK(c.stats().kernels > 3);
+}
+
+TEST_CASE("a long row sum keeps several vector accumulators folded in a fixed order", "[fusion]") {
+  // The schedule of a sum over a unit-stride row of 4099: inner vector code, lanes x 4
+  // accumulators (the unroll), a scalar tail of 4099 mod (lanes x 4), then the accumulators
+  // folded lane 0 first. Emulating exactly that order gives the compiled result bit for
+  // bit; any other order (one accumulator, a tree, a different tail) differs in some row.
+  manual_seed(21);
+  const int64_t n = 4099;
+  Tensor x = randn({6, n}) * 1000;
+  auto f = compile([](const Tensor& a) { return a.sum({1}); });
+  Tensor got = f(x);
+  REQUIRE(f.stats().generated_kernels == 1);
+  const int lanes = codegen::cpu::host_target().vector_bytes / 4 * 4;
+  std::vector<float> xs = x.to_vector<float>(), gs = got.to_vector<float>();
+  bool one_differs = false;
+  for (int64_t r = 0; r < 6; ++r) {
+    const float* row = xs.data() + r * n;
+    std::vector<float> acc(static_cast<size_t>(lanes), 0.0f);
+    const int64_t vec_end = n / lanes * lanes;
+    for (int64_t i = 0; i < vec_end; ++i)
+      acc[static_cast<size_t>(i % lanes)] += row[i];
+    float tail = 0.0f;
+    for (int64_t i = vec_end; i < n; ++i)
+      tail += row[i];
+    float want = acc[0];
+    for (int lane = 1; lane < lanes; ++lane)
+      want += acc[static_cast<size_t>(lane)];
+    want += tail;
+    float sequential = 0.0f;
+    for (int64_t i = 0; i < n; ++i)
+      sequential += row[i];
+    one_differs = one_differs || sequential != want;
+    CHECK(gs[static_cast<size_t>(r)] == want);
+  }
+  CHECK(one_differs); // the inputs tell the orders apart
+  for (int call = 0; call < 3; ++call)
+    CHECK(f(x).to_vector<float>() == gs);
 }
