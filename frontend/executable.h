@@ -1,6 +1,6 @@
-// Executable: a compiled graph, ready to run: the plan of steps (generated kernels, and eager
-// kernel calls for library ops and ops with no lowering), value slots allocated by the step
-// that defines them and freed after their last read.
+// Executable: a compiled graph, ready to run: the graph, the runtime Plan built from it
+// (generated kernels, and eager kernel calls for library ops and ops with no lowering) and
+// the loaded object the plan's kernels live in.
 #pragma once
 
 #include <memory>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "runtime/plan.h"
 #include "runtime/tensor.h"
 
 namespace kiln::frontend {
@@ -38,26 +39,13 @@ public:
   /// The loop IR of each generated kernel, with its schedule (for dumps and tests).
   std::string kernels_text() const;
 
+  const Plan& plan() const { return plan_; }
+
 private:
-  struct Generated;
-  struct Step {
-    int kernel = -1; // >= 0: generated kernel #kernel; otherwise an eager call of op
-    Op op;
-    const Attrs* attrs;
-    std::vector<size_t> operands; // slots
-    std::vector<size_t> results;  // slots
-    std::vector<size_t> release;  // slots whose last read is this step
-  };
   std::unique_ptr<ir::Graph> graph_;
-  std::vector<size_t> input_map_;
-  size_t num_slots_ = 0;
-  std::vector<std::pair<size_t, Tensor>> constants_; // slot, data
-  std::vector<std::pair<size_t, size_t>> inputs_;    // slot, caller input index
-  std::vector<Step> steps_;
-  std::vector<size_t> outputs_;                   // slots
-  std::vector<std::pair<size_t, size_t>> writes_; // target slot, source slot
+  Plan plan_;
   int64_t kernels_ = 0;
-  std::vector<Generated> generated_;
+  std::vector<std::string> kernel_texts_;
   std::shared_ptr<void> library_;
   bool cache_hit_ = false;
 };

@@ -8,12 +8,13 @@
 
 #include "codegen/schedule.h"
 #include "ir/kernel/kernel.h"
+#include "runtime/plan.h"
 
 namespace kiln::codegen::cpu {
 
-/// The C ABI of a generated kernel: buffer base pointers (indexed as Kernel::buffers) and a
-/// range of rows (Schedule::rows).
-using KernelEntry = void (*)(char* const* buffers, int64_t row_begin, int64_t row_end);
+/// The C ABI of a generated kernel (the runtime Plan's): buffer base pointers (indexed as
+/// Kernel::buffers) and a range of rows (Schedule::rows).
+using KernelEntry = kiln::KernelEntry;
 
 /// Generates LLVM IR for each kernel under its schedule (a function named after the kernel),
 /// optimises the module at O3 for the host CPU and returns the object file's bytes.

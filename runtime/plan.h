@@ -1,0 +1,80 @@
+// Plan: what one run of a compiled graph does, in order, as the runtime executes it. Values
+// live in numbered slots: constants and inputs are bound first; each step reads slots and
+// defines slots (a generated kernel allocates its outputs and runs its rows on the thread
+// pool; an eager call dispatches an op, which is also how library calls such as oneDNN
+// matmul and ops with no lowering run); slots are released after their last read; the
+// in-place writes land last. The frontend builds a Plan from a graph (frontend/executable);
+// nothing here knows the IR.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/dtype.h"
+#include "runtime/ops/op.h"
+#include "runtime/tensor.h"
+
+namespace kiln {
+
+/// A generated kernel's entry: buffers (inputs, then outputs, in the kernel's order) and the
+/// half-open range of rows to run.
+using KernelEntry = void (*)(char* const* buffers, int64_t row_begin, int64_t row_end);
+
+class Plan {
+public:
+  struct KernelCall {
+    KernelEntry entry = nullptr;
+    int64_t rows = 0;  // rows of the kernel's iteration space
+    int64_t grain = 1; // rows per parallel chunk; at most `grain` rows run on the caller
+    struct Output {
+      std::vector<int64_t> sizes; // contiguous
+      DType dtype = DType::f32;
+    };
+    std::vector<Output> outputs;
+  };
+  struct Step {
+    int kernel = -1; // >= 0: kernels()[kernel]; otherwise an eager call of op with attrs
+    Op op = Op::copy;
+    const Attrs* attrs = nullptr; // owned by whoever built the plan; outlives it
+    std::vector<size_t> operands; // slots
+    std::vector<size_t> results;  // slots
+    std::vector<size_t> release;  // slots whose last read is this step
+  };
+  struct Write {
+    size_t target = 0, source = 0; // slots: copy source into target when the run ends
+  };
+
+  /// Slot s holds `value` in every run.
+  void bind_constant(size_t slot, Tensor value);
+  /// Slot s holds the caller's input #index.
+  void bind_input(size_t slot, size_t index);
+  /// Appends a generated kernel (referenced by Step::kernel); returns its number.
+  int add_kernel(KernelCall call);
+  void add_step(Step step);
+  void add_output(size_t slot) { outputs_.push_back(slot); }
+  void add_write(size_t target, size_t source) { writes_.push_back({target, source}); }
+  /// After the last step is added: each slot that is not an output or a write's target or
+  /// source is released by the step that reads it last.
+  void finish(size_t num_slots);
+
+  /// Runs the plan on `inputs` (indexed as bind_input numbered them), performs the writes and
+  /// returns the outputs. Tracing is suspended while it runs.
+  std::vector<Tensor> run(std::span<const Tensor> inputs) const;
+
+  std::span<const Step> steps() const { return steps_; }
+  std::span<const KernelCall> kernels() const { return kernels_; }
+  std::span<const Write> writes() const { return writes_; }
+
+private:
+  size_t num_slots_ = 0;
+  std::vector<std::pair<size_t, Tensor>> constants_;
+  std::vector<std::pair<size_t, size_t>> inputs_; // slot, caller input index
+  std::vector<KernelCall> kernels_;
+  std::vector<Step> steps_;
+  std::vector<size_t> outputs_;
+  std::vector<Write> writes_;
+};
+
+} // namespace kiln
