@@ -10,8 +10,9 @@
 
 namespace kiln {
 
-/// Allocates device memory. The CPU allocator returns 64-byte aligned blocks; a CUDA
-/// allocator (loaded with the CUDA backend) registers itself for DeviceType::cuda.
+/// Allocates device memory. The CPU allocator returns 64-byte aligned blocks and keeps freed
+/// large blocks for reuse (below); a CUDA allocator (loaded with the CUDA backend) registers
+/// itself for DeviceType::cuda.
 class Allocator {
 public:
   virtual ~Allocator() = default;
@@ -26,6 +27,26 @@ inline constexpr size_t kCpuAlignment = 64;
 Allocator& allocator_for(Device d);
 /// Installs the allocator of a device type (the CUDA backend does this when it loads).
 void register_allocator(DeviceType type, Allocator* alloc);
+
+/// What the CPU allocator holds. Blocks of at least kCpuCachedMin bytes are rounded up to a
+/// size class (an eighth of a power of two) and, when freed, kept for the next allocation of
+/// their class instead of going back to the system: a fresh block's pages fault in on first
+/// touch, which costs more than the pointwise pass that writes them. At most
+/// `KILN_CPU_CACHE_BYTES` (default 2 GiB) are kept; beyond, freed blocks are released.
+struct MemoryStats {
+  size_t allocated = 0;      // bytes in live blocks (as rounded to their class)
+  size_t peak_allocated = 0; // the most `allocated` has been since the last reset
+  size_t cached = 0;         // bytes in freed blocks kept for reuse
+  uint64_t allocations = 0;  // allocate calls that returned memory
+  uint64_t cache_hits = 0;   // of them, served from a kept block
+};
+inline constexpr size_t kCpuCachedMin = size_t{1} << 20;
+
+MemoryStats cpu_memory_stats();
+/// Starts a new peak: peak_allocated becomes the current allocated.
+void reset_cpu_peak_memory();
+/// Returns every kept block to the system.
+void empty_cpu_cache();
 
 /// A buffer shared by a tensor and its views. The version counter is shared by all views
 /// of the buffer and bumped by every in-place write (autograd and guards read it).

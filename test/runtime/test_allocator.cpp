@@ -1,0 +1,47 @@
+// The caching CPU allocator: large freed blocks are kept and reused by size class, the
+// statistics count live, peak and kept bytes, and empty_cpu_cache gives them back.
+#include <catch2/catch.hpp>
+
+#include <kiln/kiln.h>
+
+using namespace kiln;
+
+TEST_CASE("a freed large block is reused by the next allocation of its size class", "[allocator]") {
+  empty_cpu_cache();
+  const MemoryStats before = cpu_memory_stats();
+  void* first = nullptr;
+  {
+    Tensor a = empty({(3 << 20) / 4}, DType::f32); // 3 MiB
+    first = a.raw_data();
+    CHECK(cpu_memory_stats().allocated >= before.allocated + (3 << 20));
+  }
+  const MemoryStats freed = cpu_memory_stats();
+  CHECK(freed.cached >= size_t{3} << 20);
+  // A slightly smaller request of the same class (eighths of 2 MiB..4 MiB) gets the block.
+  Tensor b = empty({(3 << 20) / 4 - 1000}, DType::f32);
+  CHECK(b.raw_data() == first);
+  const MemoryStats after = cpu_memory_stats();
+  CHECK(after.cache_hits == freed.cache_hits + 1);
+  CHECK(after.cached == freed.cached - (size_t{3} << 20));
+  // The data of a reused block is whatever it held: factories that promise values write them.
+  Tensor z = zeros({(3 << 20) / 4}, DType::f32);
+  CHECK(z.sum().item<float>() == 0.0f);
+}
+
+TEST_CASE("small blocks are not kept and the peak follows live bytes", "[allocator]") {
+  empty_cpu_cache();
+  reset_cpu_peak_memory();
+  const MemoryStats start = cpu_memory_stats();
+  CHECK(start.peak_allocated == start.allocated);
+  {
+    Tensor small = empty({1000}, DType::f32);
+    Tensor big = empty({8 << 20}, DType::u8);
+    CHECK(cpu_memory_stats().peak_allocated >= start.allocated + (8 << 20));
+  }
+  const MemoryStats end = cpu_memory_stats();
+  CHECK(end.allocated == start.allocated);
+  CHECK(end.cached == size_t{8} << 20); // the small one went back to the system
+  CHECK(end.peak_allocated >= start.allocated + (8 << 20));
+  empty_cpu_cache();
+  CHECK(cpu_memory_stats().cached == 0);
+}
