@@ -16,53 +16,57 @@
 namespace kiln::zoo {
 namespace {
 
-constexpr int64_t kVocabSize = 512;
-constexpr int64_t kBlockSize = 64; // the longest sequence: rows of transformer.wpe
-constexpr int64_t kLayers = 2;
-constexpr int64_t kHeads = 4;
-constexpr int64_t kEmbed = 128;
+constexpr GptConfig kZooGpt{};
 
 /// Multi-head causal self-attention; q, k and v come from one projection (c_attn).
 class CausalSelfAttention : public nn::Module {
 public:
-  CausalSelfAttention() {
+  explicit CausalSelfAttention(const GptConfig& cfg)
+      : heads_(cfg.heads), embed_(cfg.embed), c_attn(cfg.embed, 3 * cfg.embed),
+        c_proj(cfg.embed, cfg.embed) {
     register_module("c_attn", c_attn);
     register_module("c_proj", c_proj);
   }
 
   Tensor forward(const Tensor& x) override {
     const int64_t b = x.size(0), t = x.size(1), c = x.size(2);
-    std::vector<Tensor> qkv = split(c_attn(x), kEmbed, 2);
+    std::vector<Tensor> qkv = split(c_attn(x), embed_, 2);
     // [B, T, C] -> [B, heads, T, C / heads]
     auto heads = [&](const Tensor& y) {
-      return y.reshape({b, t, kHeads, c / kHeads}).transpose(1, 2);
+      return y.reshape({b, t, heads_, c / heads_}).transpose(1, 2);
     };
     Tensor y = scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), {},
                                             /*dropout_p=*/0.0, /*is_causal=*/true);
     return c_proj(y.transpose(1, 2).contiguous().reshape({b, t, c}));
   }
 
-  nn::Linear c_attn{kEmbed, 3 * kEmbed};
-  nn::Linear c_proj{kEmbed, kEmbed};
+private:
+  int64_t heads_, embed_;
+
+public:
+  nn::Linear c_attn;
+  nn::Linear c_proj;
 };
 
 class MLP : public nn::Module {
 public:
-  MLP() {
+  explicit MLP(const GptConfig& cfg) : c_fc(cfg.embed, 4 * cfg.embed), c_proj(4 * cfg.embed, cfg.embed) {
     register_module("c_fc", c_fc);
     register_module("c_proj", c_proj);
   }
 
   Tensor forward(const Tensor& x) override { return c_proj(gelu(c_fc(x), "tanh")); }
 
-  nn::Linear c_fc{kEmbed, 4 * kEmbed};
-  nn::Linear c_proj{4 * kEmbed, kEmbed};
+  nn::Linear c_fc;
+  nn::Linear c_proj;
 };
 
 /// A pre-norm transformer block: x + attn(ln_1(x)), then + mlp(ln_2(x)).
 class Block : public nn::Module {
 public:
-  Block() {
+  explicit Block(const GptConfig& cfg)
+      : ln_1(std::vector<int64_t>{cfg.embed}), attn(cfg), ln_2(std::vector<int64_t>{cfg.embed}),
+        mlp(cfg) {
     register_module("ln_1", ln_1);
     register_module("attn", attn);
     register_module("ln_2", ln_2);
@@ -74,45 +78,46 @@ public:
     return h + mlp(ln_2(h));
   }
 
-  nn::LayerNorm ln_1{std::vector<int64_t>{kEmbed}};
+  nn::LayerNorm ln_1;
   CausalSelfAttention attn;
-  nn::LayerNorm ln_2{std::vector<int64_t>{kEmbed}};
+  nn::LayerNorm ln_2;
   MLP mlp;
 };
 
 /// nanoGPT's `transformer` ModuleDict: the embeddings, the blocks and the final norm.
 class Transformer : public nn::Module {
 public:
-  Transformer() {
+  explicit Transformer(const GptConfig& cfg)
+      : wte(cfg.vocab, cfg.embed), wpe(cfg.block, cfg.embed), ln_f(std::vector<int64_t>{cfg.embed}) {
     register_module("wte", wte);
     register_module("wpe", wpe);
-    for (int64_t i = 0; i < kLayers; ++i)
-      h->push_back(std::make_shared<Block>());
+    for (int64_t i = 0; i < cfg.layers; ++i)
+      h->push_back(std::make_shared<Block>(cfg));
     register_module("h", h);
     register_module("ln_f", ln_f);
   }
 
-  nn::Embedding wte{kVocabSize, kEmbed};
-  nn::Embedding wpe{kBlockSize, kEmbed};
+  nn::Embedding wte;
+  nn::Embedding wpe;
   std::shared_ptr<nn::ModuleList> h = std::make_shared<nn::ModuleList>();
-  nn::LayerNorm ln_f{std::vector<int64_t>{kEmbed}};
+  nn::LayerNorm ln_f;
 };
 
 class GPT : public nn::Module {
 public:
-  GPT() {
+  explicit GPT(const GptConfig& cfg = kZooGpt) : cfg_(cfg), transformer(cfg) {
     register_module("transformer", transformer);
     init_weights();
   }
 
-  /// Token ids [B, T] (T <= 64) to next-token logits [B, T, 512] at every position.
+  /// Token ids [B, T] (T <= block) to next-token logits [B, T, vocab] at every position.
   Tensor forward(const Tensor& idx) override {
     KILN_CHECK(idx.dim() == 2, "gpt: expected token ids of shape [batch, time], got ",
                shape_str(idx.sizes()));
     const int64_t t = idx.size(1);
-    KILN_CHECK(t <= kBlockSize, "gpt: cannot run a sequence of length ", t, " (input ",
+    KILN_CHECK(t <= cfg_.block, "gpt: cannot run a sequence of length ", t, " (input ",
                shape_str(idx.sizes()), "): the block size (rows of transformer.wpe) is only ",
-               kBlockSize);
+               cfg_.block);
     Tensor pos = arange(Scalar(int64_t{0}), Scalar(t), Scalar(int64_t{1}),
                         TensorOptions(DType::i64).device(idx.device()));
     Tensor x = transformer.wte(idx) + transformer.wpe(pos);
@@ -123,6 +128,10 @@ public:
     return linear(x, transformer.wte.weight);
   }
 
+private:
+  GptConfig cfg_;
+
+public:
   Transformer transformer;
 
 private:
@@ -132,7 +141,7 @@ private:
     for (auto& [name, module] : named_modules()) {
       if (auto* lin = dynamic_cast<nn::Linear*>(module)) {
         const bool residual = name.ends_with(".c_proj");
-        nn::init::normal_(lin->weight, 0.0, residual ? 0.02 / std::sqrt(2.0 * kLayers) : 0.02);
+        nn::init::normal_(lin->weight, 0.0, residual ? 0.02 / std::sqrt(2.0 * double(cfg_.layers)) : 0.02);
         if (lin->bias.defined()) nn::init::zeros_(lin->bias);
       } else if (auto* emb = dynamic_cast<nn::Embedding*>(module)) {
         nn::init::normal_(emb->weight, 0.0, 0.02);
@@ -149,14 +158,33 @@ ModelSpec gpt_spec() {
   spec.summary = "GPT-2-style decoder (nanoGPT names): 2 layers, 4 heads, 128 wide, vocab 512";
   spec.input_shape = {1, 32};
   spec.input_dtype = DType::i64;
-  spec.make = build_in_eval<GPT>;
+  spec.make = [](uint64_t seed) { return make_gpt(kZooGpt, seed); };
   spec.make_input = [](const Shape& shape, DType dtype, uint64_t seed) {
     KILN_CHECK(is_integral(dtype), "gpt: the input holds token ids, so its dtype must be an ",
                "integer type, got ", dtype);
     manual_seed(seed);
-    return randint(0, kVocabSize, shape, dtype);
+    return randint(0, kZooGpt.vocab, shape, dtype);
   };
   return spec;
+}
+
+std::shared_ptr<nn::Module> make_gpt(const GptConfig& cfg, uint64_t seed) {
+  manual_seed(seed);
+  auto model = std::make_shared<GPT>(cfg);
+  model->eval();
+  return model;
+}
+
+std::shared_ptr<nn::Module> make_gpt_block(const GptConfig& cfg, uint64_t seed) {
+  manual_seed(seed);
+  auto block = std::make_shared<Block>(cfg);
+  for (auto& [name, module] : block->named_modules())
+    if (auto* lin = dynamic_cast<nn::Linear*>(module)) {
+      nn::init::normal_(lin->weight, 0.0, 0.02);
+      if (lin->bias.defined()) nn::init::zeros_(lin->bias);
+    }
+  block->eval();
+  return block;
 }
 
 } // namespace kiln::zoo

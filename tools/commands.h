@@ -20,7 +20,8 @@ int zoo_main(std::span<const std::string_view> args);
 
 /// `kiln run MODEL [--mode M] [--input SPEC] [--seed N] [--weights F] [--save-weights F]
 /// [--iters N]`: runs a model eagerly or compiled; prints output checksum, timings, compile
-/// counters, and (compiled) whether the output equals eager bit for bit (exit 1 if not).
+/// counters, and (compiled) whether the output matches eager (bit for bit, or else by the
+/// f64-reference rule; exit 1 if not).
 int run_main(std::span<const std::string_view> args);
 
 /// `kiln breaks MODEL [--json] [--fail-on-break] [--input SPEC] [--seed N]`: the graph-break
@@ -30,6 +31,10 @@ int breaks_main(std::span<const std::string_view> args);
 /// `kiln dump MODEL|FILE.kir [--stage traced|simplified|all] [--format kir|dot|mlir] [-o OUT]`:
 /// the IR of a model's forward or of a .kir file at a stage of compilation.
 int dump_main(std::span<const std::string_view> args);
+
+/// `kiln bench [WORKLOAD|MODEL...] [--modes M,...] [--reps N] [--warmup N] [--json FILE]`:
+/// the benchmark workloads, eager and compiled, beside references measured in the same run.
+int bench_main(std::span<const std::string_view> args);
 
 /// `kiln cache stats|clear`: the on-disk kernel cache ($KILN_CACHE_DIR or ~/.cache/kiln): its
 /// directory, entry count and bytes, or remove every entry.

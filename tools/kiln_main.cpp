@@ -1,4 +1,4 @@
-// The kiln command line: one table of subcommands. More arrive with their issues (bench, aot).
+// The kiln command line: one table of subcommands. More arrive with their issues (aot).
 #include <iomanip>
 #include <iostream>
 #include <string_view>
@@ -29,6 +29,8 @@ constexpr Subcommand kSubcommands[] = {
     {"dump", "print a model's (or a .kir file's) graphs as kir, dot or mlir",
      kiln::tools::dump_main},
     {"opt", "parse a .kir file, verify it, run passes, print it", kiln::tools::opt_main},
+    {"bench", "benchmarks: eager vs compiled, beside STREAM and oneDNN measured alongside",
+     kiln::tools::bench_main},
     {"cache", "the on-disk kernel cache: stats, or clear it", kiln::tools::cache_main},
     {"version", "print the version", version_main},
 };

@@ -1,0 +1,654 @@
+// `kiln bench`: the workloads of PERFORMANCE.md, eager and compiled in each requested mode,
+// timed interleaved in one run beside reference figures measured in the same run (a STREAM
+// triad for bandwidth; the GEMM-bound MLP's matmuls alone on oneDNN). Prints a table, writes
+// JSON (schema kiln.bench/1, read by bench/compare).
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "codegen/cache.h"
+#include "frontend/compile.h"
+#include "frontend/version.h"
+#include "models/zoo.h"
+#include "runtime/allocator.h"
+#include "runtime/grad_mode.h"
+#include "runtime/nn/activation.h"
+#include "runtime/nn/container.h"
+#include "runtime/nn/linear.h"
+#include "runtime/ops.h"
+#include "runtime/parallel.h"
+#include "tools/commands.h"
+#include "tools/model_args.h"
+
+namespace kiln::tools {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: kiln bench [WORKLOAD|MODEL ...] [--modes M,M,...] [--reps N] [--warmup N]\n"
+    "                  [--json FILE] [--list] [--plugin LIB.so]\n"
+    "  Runs the benchmark workloads eagerly and compiled in each mode, interleaved, and prints\n"
+    "  the median time with its spread (min..max), the speedup over eager, and against the\n"
+    "  reference measured in the same run: bandwidth as a share of a STREAM triad for the\n"
+    "  bandwidth-bound workloads; for mlp-gelu, its two matmuls alone on oneDNN (timed\n"
+    "  interleaved with it, as the row onednn-alone). With no\n"
+    "  workload, runs them all. A MODEL (see `kiln zoo`) runs on its default input.\n"
+    "  --modes M,...     compiled modes: default, reduce_overhead, max_autotune (default:\n"
+    "                    default); eager always runs, as the baseline\n"
+    "  --reps N          timed repetitions per mode (default 10)\n"
+    "  --warmup N        untimed calls per mode first (default 2; compiled calls trace then)\n"
+    "  --json FILE       also write the results as JSON (schema kiln.bench/1)\n"
+    "  --list            list the workloads\n"
+    "  Compiles use a fresh kernel cache directory of their own (the user's is left alone).\n";
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+struct Timing {
+  double median = 0, min = 0, max = 0;
+  std::vector<double> samples;
+};
+
+Timing summarize(std::vector<double> t) {
+  Timing s;
+  s.samples = t;
+  std::sort(t.begin(), t.end());
+  if (t.empty()) return s;
+  s.min = t.front();
+  s.max = t.back();
+  size_t n = t.size();
+  s.median = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+  return s;
+}
+
+/// One runnable workload: the eager call, and a factory of compiled calls per options.
+struct Instance {
+  std::function<void()> eager;
+  struct Compiled {
+    std::function<void()> call;
+    std::function<CompileStats()> stats;
+  };
+  std::function<Compiled(const CompileOptions&)> compile;
+  std::shared_ptr<nn::Module> module; // kept alive with the calls
+  /// The reference timed beside the workload (mlp-gelu: its two matmuls alone), if any.
+  std::function<void()> reference;
+};
+
+/// fn(args...) eagerly, and compiled with the tensors as its arguments.
+template <typename F, typename... T> Instance instance_of(F fn, T... args) {
+  Instance in;
+  in.eager = [fn, args...] { (void)fn(args...); };
+  in.compile = [fn, args...](const CompileOptions& o) {
+    auto c = std::make_shared<kiln::Compiled<F>>(fn, o);
+    return Instance::Compiled{[c, args...] { (void)(*c)(args...); }, [c] { return c->stats(); }};
+  };
+  return in;
+}
+
+/// A module's forward on an input, compiled with the module's guards.
+Instance module_instance(std::shared_ptr<nn::Module> m, Tensor x) {
+  Instance in;
+  nn::Module* mp = m.get();
+  in.module = m;
+  in.eager = [mp, x] { (void)mp->forward(x); };
+  in.compile = [mp, x](const CompileOptions& o) {
+    auto fn = [mp](const Tensor& t) { return mp->forward(t); };
+    auto c = std::make_shared<kiln::Compiled<decltype(fn)>>(fn, o, mp);
+    return Instance::Compiled{[c, x] { (void)(*c)(x); }, [c] { return c->stats(); }};
+  };
+  return in;
+}
+
+enum class Bound { bandwidth, gemm, mixed, overhead, compiler };
+
+struct Workload {
+  std::string id;
+  std::string what;
+  Bound bound = Bound::mixed;
+  double bytes = 0; // the least memory traffic of one call (bandwidth-bound workloads)
+  std::function<Instance()> make;
+};
+
+zoo::GptConfig bench_gpt() { return {4096, 256, 4, 12, 768}; }
+
+std::shared_ptr<nn::Module> mlp_gelu() {
+  auto seq = std::make_shared<nn::Sequential>();
+  seq->push_back(std::make_shared<nn::Linear>(1024, 4096));
+  seq->push_back(std::make_shared<nn::GELU>());
+  seq->push_back(std::make_shared<nn::Linear>(4096, 1024));
+  seq->eval();
+  return seq;
+}
+
+std::vector<Workload> workloads() {
+  std::vector<Workload> w;
+  const int64_t n = 16 << 20;
+  w.push_back({"pw-chain", "relu(x*2+y).sigmoid()*y, 16M f32", Bound::bandwidth, 3.0 * 4 * n, [n] {
+                 manual_seed(0);
+                 Tensor x = randn({n}), y = randn({n});
+                 return instance_of(
+                     [](const Tensor& a, const Tensor& b) { return (relu(a * 2 + b)).sigmoid() * b; },
+                     x, y);
+               }});
+  w.push_back({"softmax", "softmax over rows of 4096x4096 f32", Bound::bandwidth,
+               2.0 * 4 * 4096 * 4096, [] {
+                 manual_seed(0);
+                 Tensor x = randn({4096, 4096});
+                 return instance_of([](const Tensor& a) { return softmax(a, -1); }, x);
+               }});
+  w.push_back({"layernorm", "layer_norm over rows of 4096x4096 f32, with weight and bias",
+               Bound::bandwidth, 2.0 * 4 * 4096 * 4096, [] {
+                 manual_seed(0);
+                 Tensor x = randn({4096, 4096}), g = randn({4096}), b = randn({4096});
+                 return instance_of(
+                     [](const Tensor& a, const Tensor& w_, const Tensor& b_) {
+                       return layer_norm(a, {4096}, w_, b_);
+                     },
+                     x, g, b);
+               }});
+  w.push_back({"mlp-gelu", "Linear 1024->4096, GELU, Linear 4096->1024, batch 512", Bound::gemm,
+               0, [] {
+                 manual_seed(0);
+                 auto m = mlp_gelu();
+                 Tensor x = randn({512, 1024});
+                 Instance in = module_instance(m, x);
+                 // oneDNN's matmul primitive (kiln::matmul) on the two weights, nothing else.
+                 Tensor w1 = m->named_parameters().at(0).second;
+                 Tensor w2 = m->named_parameters().at(2).second;
+                 in.reference = [x, w1, w2] { (void)matmul(matmul(x, w1.t()), w2.t()); };
+                 return in;
+               }});
+  w.push_back({"gpt-block", "one GPT-2 decoder block, d 768, 12 heads, 4x256 tokens", Bound::mixed,
+               0, [] {
+                 manual_seed(1);
+                 zoo::GptConfig cfg = bench_gpt();
+                 return module_instance(zoo::make_gpt_block(cfg, 0), randn({4, 256, cfg.embed}));
+               }});
+  w.push_back({"gpt", "GPT-2-style decoder, 4 blocks, d 768, 12 heads, vocab 4096, 4x256 tokens",
+               Bound::mixed, 0, [] {
+                 zoo::GptConfig cfg = bench_gpt();
+                 auto m = zoo::make_gpt(cfg, 0);
+                 manual_seed(1);
+                 return module_instance(m, randint(0, cfg.vocab, {4, 256}, DType::i64));
+               }});
+  w.push_back({"cnn", "the zoo's ResNet (conv-bn-relu, residual adds), 16x3x64x64", Bound::mixed,
+               0, [] {
+                 ModelRegistry reg = zoo::registry();
+                 const ModelSpec& spec = reg.get("cnn");
+                 auto m = spec.make(0);
+                 return module_instance(m, spec.make_input({16, 3, 64, 64}, DType::f32, 1));
+               }});
+  w.push_back({"latency-b1", "the zoo's mlp at batch 1: time per call is overhead",
+               Bound::overhead, 0, [] {
+                 ModelRegistry reg = zoo::registry();
+                 const ModelSpec& spec = reg.get("mlp");
+                 auto m = spec.make(0);
+                 return module_instance(m, spec.make_input({1, 784}, DType::f32, 1));
+               }});
+  return w;
+}
+
+// ---- references ----
+
+/// STREAM triad a = b + s c over three arrays of 128 MB, 2x the runtime's threads as OpenMP
+/// sees them: the best of `reps` passes, in GB/s (24 bytes moved per element).
+double stream_triad_gbs(int reps) {
+  const int64_t n = (128 << 20) / 8;
+  std::unique_ptr<double[]> a(new double[static_cast<size_t>(n)]);
+  std::unique_ptr<double[]> b(new double[static_cast<size_t>(n)]);
+  std::unique_ptr<double[]> c(new double[static_cast<size_t>(n)]);
+  double* pa = a.get();
+  double* pb = b.get();
+  double* pc = c.get();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    pa[i] = 0;
+    pb[i] = 1;
+    pc[i] = 2;
+  }
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    auto t = Clock::now();
+    const double s = 3.0;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      pa[i] = pb[i] + s * pc[i];
+    best = std::min(best, ms_since(t));
+  }
+  return 24.0 * double(n) / (best * 1e6);
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  return "unknown";
+}
+
+std::string json_str(std::string_view s) {
+  std::string o = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') o += '\\';
+    o += ch;
+  }
+  return o + "\"";
+}
+
+std::string num(double v) {
+  std::ostringstream os;
+  os << std::setprecision(6) << v;
+  return os.str();
+}
+
+struct Row {
+  std::string workload, mode;
+  Timing t;
+  double bytes = 0;
+  CompileStats stats;
+  double first_call_ms = 0;
+};
+
+class Progress {
+public:
+  explicit Progress(int64_t total) : total_(total), tty_(::isatty(2) != 0) {}
+  void step(const std::string& what) {
+    ++done_;
+    if (!tty_) return;
+    int width = 30;
+    int filled = static_cast<int>(width * done_ / std::max<int64_t>(total_, 1));
+    std::cerr << "\r[" << std::string(static_cast<size_t>(filled), '#')
+              << std::string(static_cast<size_t>(width - filled), ' ') << "] " << std::setw(28)
+              << std::left << what.substr(0, 28) << std::right << std::flush;
+  }
+  void done() {
+    if (tty_) std::cerr << "\r" << std::string(64, ' ') << "\r" << std::flush;
+  }
+
+private:
+  int64_t total_, done_ = 0;
+  bool tty_;
+};
+
+struct BenchOptions {
+  std::vector<std::string> names;
+  std::vector<Mode> modes{Mode::default_};
+  int reps = 10;
+  int warmup = 2;
+  std::string json;
+  bool list = false;
+  std::vector<std::string> plugins;
+};
+
+/// Times eager and every mode of one workload, interleaved: each repetition calls each in turn.
+std::vector<Row> run_workload(const Workload& w, const BenchOptions& o, Progress& progress) {
+  Instance in = w.make();
+  NoGradGuard no_grad;
+  std::vector<std::string> names{"eager"};
+  std::vector<std::function<void()>> calls{in.eager};
+  if (in.reference) {
+    names.emplace_back("onednn-alone");
+    calls.push_back(in.reference);
+  }
+  const size_t first_mode = calls.size();
+  std::vector<Instance::Compiled> compiled;
+  std::vector<double> first(first_mode + o.modes.size(), 0.0);
+  for (Mode m : o.modes) {
+    CompileOptions co;
+    co.mode = m;
+    compiled.push_back(in.compile(co));
+    names.emplace_back(mode_name(m));
+    calls.push_back(compiled.back().call);
+  }
+  for (size_t k = 0; k < calls.size(); ++k)
+    for (int i = 0; i < std::max(o.warmup, 1); ++i) {
+      auto b = Clock::now();
+      calls[k]();
+      if (i == 0) first[k] = ms_since(b);
+    }
+  std::vector<std::vector<double>> t(calls.size());
+  for (int r = 0; r < o.reps; ++r)
+    for (size_t k = 0; k < calls.size(); ++k) {
+      auto b = Clock::now();
+      calls[k]();
+      t[k].push_back(ms_since(b));
+      progress.step(w.id + " " + names[k]);
+    }
+  std::vector<Row> rows;
+  for (size_t k = 0; k < calls.size(); ++k) {
+    Row row;
+    row.workload = w.id;
+    row.mode = names[k];
+    row.t = summarize(t[k]);
+    row.bytes = w.bytes;
+    row.first_call_ms = first[k];
+    if (k >= first_mode) row.stats = compiled[k - first_mode].stats();
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+/// Cold (empty cache) and warm (cache hit) first calls of the bench gpt, compiled.
+struct CompileTimes {
+  Timing cold, warm;
+  double compile_ms_cold = 0, compile_ms_warm = 0;
+  bool warm_hit = true;
+};
+CompileTimes compile_times(int reps, Progress& progress) {
+  zoo::GptConfig cfg = bench_gpt();
+  auto m = zoo::make_gpt(cfg, 0);
+  manual_seed(1);
+  Tensor tokens = randint(0, cfg.vocab, {4, 256}, DType::i64);
+  nn::Module* mp = m.get();
+  NoGradGuard no_grad;
+  std::vector<double> cold, warm;
+  CompileTimes ct;
+  for (int r = 0; r < reps; ++r) {
+    codegen::DiskCache::global().clear();
+    auto fn = [mp](const Tensor& t) { return mp->forward(t); };
+    kiln::Compiled<decltype(fn)> c1(fn, {}, mp);
+    auto b = Clock::now();
+    (void)c1(tokens);
+    cold.push_back(ms_since(b));
+    ct.compile_ms_cold = c1.stats().compile_ms;
+    kiln::Compiled<decltype(fn)> c2(fn, {}, mp);
+    b = Clock::now();
+    (void)c2(tokens);
+    warm.push_back(ms_since(b));
+    ct.compile_ms_warm = c2.stats().compile_ms;
+    ct.warm_hit = ct.warm_hit && c2.stats().disk_cache_hits > 0;
+    progress.step("compile gpt");
+  }
+  ct.cold = summarize(cold);
+  ct.warm = summarize(warm);
+  return ct;
+}
+
+std::optional<CommandError> parse(std::span<const std::string_view> args, BenchOptions& o) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string_view a = args[i];
+    auto value = [&](std::string_view flag) -> std::optional<std::string> {
+      if (a.rfind(std::string(flag) + "=", 0) == 0) return std::string(a.substr(flag.size() + 1));
+      if (a == flag && i + 1 < args.size()) return std::string(args[++i]);
+      return std::nullopt;
+    };
+    auto count = [&](const std::string& v, int& out) -> std::optional<CommandError> {
+      char* end = nullptr;
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != 0 || n < 1 || n > 100000)
+        return CommandError{"expected a positive count, got '" + v + "'", 2};
+      out = static_cast<int>(n);
+      return std::nullopt;
+    };
+    if (a == "--list") {
+      o.list = true;
+    } else if (a.rfind("--modes", 0) == 0) {
+      auto v = value("--modes");
+      if (!v) return CommandError{"--modes needs a value", 2};
+      o.modes.clear();
+      std::stringstream ss(*v);
+      std::string m;
+      while (std::getline(ss, m, ',')) {
+        if (m == "eager") continue; // always run
+        try {
+          o.modes.push_back(parse_mode(m));
+        } catch (const Error&) {
+          return CommandError{"unknown mode '" + m +
+                                  "' (eager, default, reduce_overhead, max_autotune)",
+                              2};
+        }
+      }
+    } else if (a.rfind("--reps", 0) == 0) {
+      auto v = value("--reps");
+      if (!v) return CommandError{"--reps needs a value", 2};
+      if (auto e = count(*v, o.reps)) return e;
+    } else if (a.rfind("--warmup", 0) == 0) {
+      auto v = value("--warmup");
+      if (!v) return CommandError{"--warmup needs a value", 2};
+      if (auto e = count(*v, o.warmup)) return e;
+    } else if (a.rfind("--json", 0) == 0) {
+      auto v = value("--json");
+      if (!v || v->empty()) return CommandError{"--json needs a file name", 2};
+      o.json = *v;
+    } else if (a.rfind("--plugin", 0) == 0) {
+      auto v = value("--plugin");
+      if (!v) return CommandError{"--plugin needs a library", 2};
+      o.plugins.push_back(*v);
+    } else if (!a.empty() && a[0] == '-') {
+      return CommandError{"unknown option '" + std::string(a) + "'", 2};
+    } else {
+      o.names.emplace_back(a);
+    }
+  }
+  return std::nullopt;
+}
+
+std::string bound_name(Bound b) {
+  switch (b) {
+  case Bound::bandwidth: return "bandwidth";
+  case Bound::gemm: return "gemm";
+  case Bound::mixed: return "mixed";
+  case Bound::overhead: return "overhead";
+  case Bound::compiler: return "compiler";
+  }
+  return "mixed";
+}
+
+} // namespace
+
+int bench_main(std::span<const std::string_view> args) {
+  for (std::string_view a : args)
+    if (a == "-h" || a == "--help") {
+      std::cout << kUsage;
+      return 0;
+    }
+  BenchOptions o;
+  if (auto e = parse(args, o)) return report("bench", *e);
+  std::vector<Workload> all = workloads();
+  if (o.list) {
+    for (const Workload& w : all)
+      std::cout << std::left << std::setw(12) << w.id << w.what << "\n";
+    std::cout << std::left << std::setw(12) << "compile"
+              << "cold (empty cache) and warm (cache hit) first call of the bench gpt\n";
+    return 0;
+  }
+  LoadedRegistry reg;
+  if (auto e = LoadedRegistry::load(o.plugins, reg)) return report("bench", *e);
+
+  // What to run: named workloads, models by name, or everything.
+  std::vector<Workload> chosen;
+  bool with_compile = o.names.empty();
+  std::vector<std::string> explain_models;
+  for (const std::string& name : o.names) {
+    if (name == "compile") {
+      with_compile = true;
+      continue;
+    }
+    auto it = std::find_if(all.begin(), all.end(), [&](const Workload& w) { return w.id == name; });
+    if (it != all.end()) {
+      chosen.push_back(*it);
+      if (name == "gpt") with_compile = true;
+      continue;
+    }
+    const ModelSpec* spec = nullptr;
+    if (auto e = reg.find(name, spec))
+      return report("bench", CommandError{"unknown workload or model '" + name +
+                                              "' (`kiln bench --list`, `kiln zoo`)",
+                                          2});
+    Workload w;
+    w.id = name;
+    w.what = spec->summary + " (default input)";
+    w.make = [spec] {
+      auto m = spec->make(0);
+      Tensor x = spec->make_input(spec->input_shape, spec->input_dtype, 1);
+      Instance in;
+      nn::Module* mp = m.get();
+      in.module = m;
+      in.eager = [spec, mp, x] { (void)run_model(*spec, *mp, x); };
+      in.compile = [spec, mp, x](const CompileOptions& co) {
+        auto fn = [spec, mp](const Tensor& t) { return run_model(*spec, *mp, t); };
+        auto c = std::make_shared<kiln::Compiled<decltype(fn)>>(fn, co, mp);
+        return Instance::Compiled{[c, x] { (void)(*c)(x); }, [c] { return c->stats(); }};
+      };
+      return in;
+    };
+    chosen.push_back(w);
+  }
+  if (o.names.empty()) chosen = all;
+
+  // A kernel cache of the run's own: cold compiles are cold, and the user's cache stays.
+  std::filesystem::path cache_dir =
+      std::filesystem::temp_directory_path() / ("kiln-bench-" + std::to_string(::getpid()));
+  ::setenv("KILN_CACHE_DIR", cache_dir.c_str(), 1);
+
+  const int threads = get_num_threads();
+  std::cout << "kiln bench " << version() << ": " << cpu_model() << ", " << threads
+            << " threads; median of " << o.reps << " interleaved runs (min..max)\n";
+  bool any_bandwidth = std::any_of(chosen.begin(), chosen.end(),
+                                   [](const Workload& w) { return w.bound == Bound::bandwidth; });
+  double stream = any_bandwidth ? stream_triad_gbs(10) : 0;
+  if (any_bandwidth) std::cout << "reference: STREAM triad " << num(stream) << " GB/s\n";
+
+  int64_t total = 0;
+  for (size_t k = 0; k < chosen.size(); ++k)
+    total += int64_t(o.reps) * int64_t(2 + o.modes.size());
+  const int compile_reps = 3;
+  if (with_compile) total += compile_reps;
+  Progress progress(total);
+  std::vector<Row> rows;
+  std::vector<std::string> failures;
+  for (const Workload& w : chosen) {
+    try {
+      std::vector<Row> r = run_workload(w, o, progress);
+      rows.insert(rows.end(), r.begin(), r.end());
+    } catch (const Error& e) {
+      failures.push_back(w.id + ": " + e.what());
+    }
+  }
+  std::optional<CompileTimes> ct;
+  if (with_compile) ct = compile_times(compile_reps, progress);
+  progress.done();
+
+  // The table.
+  std::cout << std::left << std::setw(12) << "workload" << std::setw(17) << "mode" << std::right
+            << std::setw(11) << "median ms" << std::setw(22) << "min..max ms" << std::setw(10)
+            << "vs eager"
+            << "  reference\n";
+  const Workload* current = nullptr;
+  double eager_ms = 0, reference_ms = 0;
+  for (const Row& r : rows) {
+    auto w = std::find_if(chosen.begin(), chosen.end(),
+                          [&](const Workload& x) { return x.id == r.workload; });
+    current = &*w;
+    if (r.mode == "eager") {
+      eager_ms = r.t.median;
+      reference_ms = 0;
+      for (const Row& other : rows)
+        if (other.workload == r.workload && other.mode == "onednn-alone")
+          reference_ms = other.t.median;
+    }
+    std::ostringstream range;
+    range << std::fixed << std::setprecision(3) << r.t.min << ".." << r.t.max;
+    std::ostringstream ref;
+    if (current->bound == Bound::bandwidth && r.t.median > 0) {
+      double gbs = r.bytes / (r.t.median * 1e6);
+      ref << std::fixed << std::setprecision(1) << gbs << " GB/s = " << std::setprecision(0)
+          << 100 * gbs / stream << "% of STREAM";
+    } else if (current->bound == Bound::gemm && reference_ms > 0 && r.mode != "onednn-alone") {
+      ref << std::fixed << std::setprecision(0) << 100 * reference_ms / r.t.median
+          << "% of oneDNN alone";
+    } else if (current->bound == Bound::overhead) {
+      ref << std::fixed << std::setprecision(1) << r.t.median * 1000 << " us per call";
+    }
+    if (r.mode != "eager" && r.mode != "onednn-alone")
+      ref << (ref.tellp() > 0 ? ", " : "") << "kernels " << r.stats.kernels << " ("
+          << r.stats.generated_kernels << " generated)";
+    std::ostringstream ratio;
+    ratio << std::fixed << std::setprecision(2) << "x" << eager_ms / r.t.median;
+    std::cout << std::left << std::setw(12) << r.workload << std::setw(17) << r.mode << std::right
+              << std::fixed << std::setprecision(3) << std::setw(11) << r.t.median << std::setw(22)
+              << range.str() << std::setw(10) << (r.mode == "eager" ? "" : ratio.str()) << "  "
+              << ref.str() << "\n";
+  }
+  if (ct)
+    std::cout << std::left << std::setw(12) << "compile" << std::right
+              << "gpt first call, cold (empty cache) " << std::fixed << std::setprecision(1)
+              << ct->cold.median << " ms (compiling " << ct->compile_ms_cold << " ms), warm "
+              << ct->warm.median << " ms (compiling " << ct->compile_ms_warm << " ms)"
+              << (ct->warm_hit ? "" : "; the warm compile missed the cache") << "\n";
+  for (const std::string& f : failures)
+    std::cout << "failed: " << f << "\n";
+
+  for (const std::string& name : o.names)
+    if (name == "gpt") {
+      // The demo: what the compiler captured of the model.
+      zoo::GptConfig cfg = bench_gpt();
+      auto m = zoo::make_gpt(cfg, 0);
+      manual_seed(1);
+      Tensor tokens = randint(0, cfg.vocab, {4, 256}, DType::i64);
+      nn::Module* mp = m.get();
+      NoGradGuard no_grad;
+      auto fn = [mp](const Tensor& t) { return mp->forward(t); };
+      kiln::Compiled<decltype(fn)> c(fn, {}, mp);
+      ExplainReport rep = c.explain(tokens);
+      int64_t ops = 0;
+      for (const auto& g : rep.graphs)
+        ops += g.ops;
+      std::cout << "explain gpt: " << rep.graph_count() << " graph(s), " << ops << " ops, "
+                << rep.break_count() << " break(s), " << rep.guards.size() << " guards\n";
+    }
+
+  if (!o.json.empty()) {
+    std::ostringstream js;
+    MemoryStats mem = cpu_memory_stats();
+    js << "{\n  \"schema\": \"kiln.bench/1\",\n  \"runner\": \"kiln\",\n  \"version\": "
+       << json_str(version()) << ",\n  \"machine\": {\"cpu\": " << json_str(cpu_model())
+       << ", \"threads\": " << threads << "},\n  \"reference\": {\"stream_triad_gbs\": "
+       << (stream > 0 ? num(stream) : std::string("null")) << "},\n  \"peak_cpu_bytes\": " << mem.peak_allocated << ",\n  \"results\": [";
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const Row& r = rows[k];
+      auto w = std::find_if(chosen.begin(), chosen.end(),
+                            [&](const Workload& x) { return x.id == r.workload; });
+      js << (k ? "," : "") << "\n    {\"workload\": " << json_str(r.workload)
+         << ", \"mode\": " << json_str(r.mode) << ", \"bound\": " << json_str(bound_name(w->bound))
+         << ", \"median_ms\": " << num(r.t.median) << ", \"min_ms\": " << num(r.t.min)
+         << ", \"max_ms\": " << num(r.t.max) << ", \"reps\": " << r.t.samples.size()
+         << ", \"first_call_ms\": " << num(r.first_call_ms) << ", \"bytes\": " << num(r.bytes)
+         << ", \"kernels\": " << r.stats.kernels << "}";
+    }
+    js << "\n  ]";
+    if (ct)
+      js << ",\n  \"compile\": {\"model\": \"gpt\", \"cold_ms\": " << num(ct->cold.median)
+         << ", \"warm_ms\": " << num(ct->warm.median) << ", \"warm_hit\": "
+         << (ct->warm_hit ? "true" : "false") << "}";
+    js << "\n}\n";
+    std::ofstream out(o.json);
+    if (!out) return report("bench", CommandError{"cannot write " + o.json, 1});
+    out << js.str();
+    std::cout << "wrote " << o.json << "\n";
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(cache_dir, ec);
+  return failures.empty() ? 0 : 1;
+}
+
+} // namespace kiln::tools
