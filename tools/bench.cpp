@@ -45,7 +45,8 @@ constexpr const char* kUsage =
     "  reference measured in the same run: bandwidth as a share of a STREAM triad for the\n"
     "  bandwidth-bound workloads; for mlp-gelu, its two matmuls alone on oneDNN (timed\n"
     "  interleaved with it, as the row onednn-alone). With no\n"
-    "  workload, runs them all. A MODEL (see `kiln zoo`) runs on its default input.\n"
+    "  workload, runs them all. A MODEL (see `kiln zoo`) runs on its default input. The\n"
+    "  models' rows also give the peak CPU memory of one call (beyond what was live before).\n"
     "  --modes M,...     compiled modes: default, reduce_overhead, max_autotune (default:\n"
     "                    default); eager always runs, as the baseline\n"
     "  --reps N          timed repetitions per mode (default 10)\n"
@@ -266,6 +267,7 @@ struct Row {
   double bytes = 0;
   CompileStats stats;
   double first_call_ms = 0;
+  size_t peak_bytes = 0; // CPU memory a call needs beyond what was live before it
 };
 
 class Progress {
@@ -325,6 +327,14 @@ std::vector<Row> run_workload(const Workload& w, const BenchOptions& o, Progress
       calls[k]();
       if (i == 0) first[k] = ms_since(b);
     }
+  // Peak memory of one call each (after warm-up: plans and caches already built).
+  std::vector<size_t> peak(calls.size(), 0);
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const size_t live = cpu_memory_stats().allocated;
+    reset_cpu_peak_memory();
+    calls[k]();
+    peak[k] = cpu_memory_stats().peak_allocated - live;
+  }
   std::vector<std::vector<double>> t(calls.size());
   for (int r = 0; r < o.reps; ++r)
     for (size_t k = 0; k < calls.size(); ++k) {
@@ -341,6 +351,7 @@ std::vector<Row> run_workload(const Workload& w, const BenchOptions& o, Progress
     row.t = summarize(t[k]);
     row.bytes = w.bytes;
     row.first_call_ms = first[k];
+    row.peak_bytes = peak[k];
     if (k >= first_mode) row.stats = compiled[k - first_mode].stats();
     rows.push_back(std::move(row));
   }
@@ -579,6 +590,9 @@ int bench_main(std::span<const std::string_view> args) {
     } else if (current->bound == Bound::overhead) {
       ref << std::fixed << std::setprecision(1) << r.t.median * 1000 << " us per call";
     }
+    if (current->bound == Bound::mixed)
+      ref << (ref.tellp() > 0 ? ", " : "") << "peak " << std::fixed << std::setprecision(1)
+          << double(r.peak_bytes) / (1 << 20) << " MiB";
     if (r.mode != "eager" && r.mode != "onednn-alone")
       ref << (ref.tellp() > 0 ? ", " : "") << "kernels " << r.stats.kernels << " ("
           << r.stats.generated_kernels << " generated)";
@@ -633,7 +647,7 @@ int bench_main(std::span<const std::string_view> args) {
          << ", \"median_ms\": " << num(r.t.median) << ", \"min_ms\": " << num(r.t.min)
          << ", \"max_ms\": " << num(r.t.max) << ", \"reps\": " << r.t.samples.size()
          << ", \"first_call_ms\": " << num(r.first_call_ms) << ", \"bytes\": " << num(r.bytes)
-         << ", \"kernels\": " << r.stats.kernels << "}";
+         << ", \"peak_bytes\": " << r.peak_bytes << ", \"kernels\": " << r.stats.kernels << "}";
     }
     js << "\n  ]";
     if (ct)

@@ -122,7 +122,7 @@ bool conv_onednn(std::span<const Tensor> in, const ConvParams& p, Tensor& out,
   using tag = dnnl::memory::format_tag;
   using dims = dnnl::memory::dims;
   const bool has_bias = in.size() == 3;
-  const std::vector<int64_t> key{1,       static_cast<int64_t>(dt),
+  const std::vector<int64_t> key{2,       static_cast<int64_t>(dt),
                                  p.n,     p.c,
                                  p.h,     p.w,
                                  p.o,     p.kh,
@@ -144,11 +144,20 @@ bool conv_onednn(std::span<const Tensor> in, const ConvParams& p, Tensor& out,
     using fwd = dnnl::convolution_forward;
     const auto kind = dnnl::prop_kind::forward_inference;
     const auto algo = dnnl::algorithm::convolution_direct;
-    fwd::desc d = has_bias
-                      ? fwd::desc(kind, algo, src_md, w_md, b_md, dst_md, strides, dil, pad, pad)
-                      : fwd::desc(kind, algo, src_md, w_md, dst_md, strides, dil, pad, pad);
+    // Layouts are oneDNN's choice (blocked ones give its direct JIT convolutions; plain
+    // NCHW leaves only im2col + GEMM); the arguments are reordered to and from them per call.
+    const dnnl::memory::desc src_any({p.n, p.c, p.h, p.w}, dt, tag::any);
+    const dnnl::memory::desc w_any(w_md.dims(), dt, tag::any);
+    const dnnl::memory::desc dst_any({p.n, p.o, p.oh, p.ow}, dt, tag::any);
+    fwd::desc d =
+        has_bias ? fwd::desc(kind, algo, src_any, w_any, b_md, dst_any, strides, dil, pad, pad)
+                 : fwd::desc(kind, algo, src_any, w_any, dst_any, strides, dil, pad, pad);
     fwd::primitive_desc pd(d, kernels::onednn_attr(), kernels::onednn_engine());
-    return kernels::CachedPrimitive{fwd(pd), pd.scratchpad_desc().get_size()};
+    return kernels::CachedPrimitive{fwd(pd),
+                                    pd.scratchpad_desc().get_size(),
+                                    {{DNNL_ARG_SRC, pd.src_desc()},
+                                     {DNNL_ARG_WEIGHTS, pd.weights_desc()},
+                                     {DNNL_ARG_DST, pd.dst_desc()}}};
   });
   if (!prim) return false;
   std::vector<T> x_buf, w_buf, b_buf;

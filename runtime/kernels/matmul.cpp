@@ -144,7 +144,7 @@ bool matmul_onednn(const Tensor& a, const Tensor& b, Tensor& c, const std::vecto
     auto cd = matrix_desc(n, m, dt, GemmLayout{true, false, m});
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ad, bd, cd), kernels::onednn_attr(),
                                     kernels::onednn_engine());
-    return kernels::CachedPrimitive{dnnl::matmul(pd), pd.scratchpad_desc().get_size()};
+    return kernels::CachedPrimitive{dnnl::matmul(pd), pd.scratchpad_desc().get_size(), {}};
   });
   if (!prim) return false;
   const T* pa = static_cast<const T*>(a.raw_data());

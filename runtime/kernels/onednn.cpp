@@ -1,10 +1,14 @@
 // The oneDNN engine, primitive cache and on/off switch (see onednn.h).
 #include "runtime/kernels/onednn.h"
 
+#include <algorithm>
 #include <atomic>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 
+#include "runtime/allocator.h"
 #include "runtime/error.h"
 
 namespace kiln::kernels {
@@ -65,15 +69,33 @@ cached_primitive(const std::vector<int64_t>& key, const std::function<CachedPrim
 void onednn_execute(const char* op, const CachedPrimitive& p,
                     std::unordered_map<int, dnnl::memory> args) {
   try {
-    std::vector<uint8_t> scratch(p.scratchpad_bytes);
+    const dnnl::engine& eng = onednn_engine();
+    dnnl::stream stream(eng);
+    // Kept alive until the stream is done: scratchpad and reordered copies.
+    std::vector<std::shared_ptr<Storage>> buffers;
+    auto scratch_memory = [&](const dnnl::memory::desc& md) {
+      buffers.push_back(std::make_shared<Storage>(std::max<size_t>(md.get_size(), 1), Device::cpu()));
+      return dnnl::memory(md, eng, buffers.back()->data());
+    };
+    std::optional<std::pair<dnnl::memory, dnnl::memory>> dst_back; // (computed, user)
+    for (const auto& [arg, md] : p.layouts) {
+      auto it = args.find(arg);
+      if (it == args.end() || it->second.get_desc() == md) continue;
+      dnnl::memory user = it->second;
+      dnnl::memory mine = scratch_memory(md);
+      if (arg == DNNL_ARG_DST)
+        dst_back.emplace(mine, user);
+      else
+        dnnl::reorder(user, mine).execute(stream, user, mine);
+      it->second = mine;
+    }
     if (p.scratchpad_bytes > 0)
-      args.emplace(
-          DNNL_ARG_SCRATCHPAD,
-          dnnl::memory(dnnl::memory::desc({static_cast<dnnl::memory::dim>(p.scratchpad_bytes)},
-                                          dnnl::memory::data_type::u8, dnnl::memory::format_tag::a),
-                       onednn_engine(), scratch.data()));
-    dnnl::stream stream(onednn_engine());
+      args.emplace(DNNL_ARG_SCRATCHPAD,
+                   scratch_memory(dnnl::memory::desc(
+                       {static_cast<dnnl::memory::dim>(p.scratchpad_bytes)},
+                       dnnl::memory::data_type::u8, dnnl::memory::format_tag::a)));
     p.primitive.execute(stream, args);
+    if (dst_back) dnnl::reorder(dst_back->first, dst_back->second).execute(stream, dst_back->first, dst_back->second);
     stream.wait();
   } catch (const dnnl::error& e) {
     throw Error(detail::str(op, ": oneDNN failed: ", e.what()));

@@ -33,6 +33,9 @@ const dnnl::engine& onednn_engine();
 struct CachedPrimitive {
   dnnl::primitive primitive;
   size_t scratchpad_bytes = 0;
+  /// Memory layouts the primitive chose for its arguments, when it chose them (format
+  /// `any`): the caller reorders to and from them.
+  std::unordered_map<int, dnnl::memory::desc> layouts;
 };
 
 /// Attributes every kiln primitive is built with: a user scratchpad, so that concurrent
@@ -45,8 +48,10 @@ dnnl::primitive_attr onednn_attr();
 std::shared_ptr<const CachedPrimitive>
 cached_primitive(const std::vector<int64_t>& key, const std::function<CachedPrimitive()>& make);
 
-/// Runs p with these arguments plus a fresh scratchpad and waits for it; a oneDNN failure
-/// becomes a kiln::Error naming op.
+/// Runs p with these arguments plus a scratchpad (from kiln's allocator, not cleared) and
+/// waits for it. An argument whose memory's layout differs from p.layouts[arg] is reordered
+/// into that layout first (inputs), or computed in it and reordered back (DNNL_ARG_DST). A
+/// oneDNN failure becomes a kiln::Error naming op.
 void onednn_execute(const char* op, const CachedPrimitive& p,
                     std::unordered_map<int, dnnl::memory> args);
 #endif
