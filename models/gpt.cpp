@@ -50,7 +50,8 @@ public:
 
 class MLP : public nn::Module {
 public:
-  explicit MLP(const GptConfig& cfg) : c_fc(cfg.embed, 4 * cfg.embed), c_proj(4 * cfg.embed, cfg.embed) {
+  explicit MLP(const GptConfig& cfg)
+      : c_fc(cfg.embed, 4 * cfg.embed), c_proj(4 * cfg.embed, cfg.embed) {
     register_module("c_fc", c_fc);
     register_module("c_proj", c_proj);
   }
@@ -88,7 +89,8 @@ public:
 class Transformer : public nn::Module {
 public:
   explicit Transformer(const GptConfig& cfg)
-      : wte(cfg.vocab, cfg.embed), wpe(cfg.block, cfg.embed), ln_f(std::vector<int64_t>{cfg.embed}) {
+      : wte(cfg.vocab, cfg.embed), wpe(cfg.block, cfg.embed),
+        ln_f(std::vector<int64_t>{cfg.embed}) {
     register_module("wte", wte);
     register_module("wpe", wpe);
     for (int64_t i = 0; i < cfg.layers; ++i)
@@ -141,7 +143,8 @@ private:
     for (auto& [name, module] : named_modules()) {
       if (auto* lin = dynamic_cast<nn::Linear*>(module)) {
         const bool residual = name.ends_with(".c_proj");
-        nn::init::normal_(lin->weight, 0.0, residual ? 0.02 / std::sqrt(2.0 * double(cfg_.layers)) : 0.02);
+        nn::init::normal_(lin->weight, 0.0,
+                          residual ? 0.02 / std::sqrt(2.0 * double(cfg_.layers)) : 0.02);
         if (lin->bias.defined()) nn::init::zeros_(lin->bias);
       } else if (auto* emb = dynamic_cast<nn::Embedding*>(module)) {
         nn::init::normal_(emb->weight, 0.0, 0.02);

@@ -618,6 +618,12 @@ public:
       store(v, *idx);
     }
     if (!full.empty()) {
+      // The reduce loops first, in graph order, so that the map loop finds what they
+      // computed (stashed()).
+      for (const ir::Node* m : grp_.nodes)
+        if (is_reduction_op(m->op()))
+          if (std::optional<IndexVec> at = dom_.canonical(sizes_of(m->output())))
+            reduction(*m, *at);
       int loop = new_loop(Loop::Kind::map);
       int saved = current_loop_;
       current_loop_ = loop;
@@ -720,7 +726,11 @@ private:
   }
 
   void store(const ir::Value* v, const IndexVec& idx) {
+    storing_ = v;
+    storing_idx_ = &idx;
     int x = emit(v, idx);
+    storing_ = nullptr;
+    storing_idx_ = nullptr;
     Instr in;
     in.kind = Instr::Kind::store;
     in.dtype = v->type().dtype();
@@ -730,13 +740,15 @@ private:
     add(std::move(in), uses_inner(in.index) || inner_dep_[static_cast<size_t>(x)]);
   }
 
-  std::string key(const ir::Value* v, const IndexVec& idx) const {
+  /// The memo key of v at idx: per loop for values that depend on the inner variables.
+  std::string key(const ir::Value* v, const IndexVec& idx, bool* inner_out = nullptr) const {
     std::string s = std::to_string(reinterpret_cast<uintptr_t>(v));
     bool inner = false;
     for (const Index& i : idx) {
       s += "|" + i.str();
       inner = inner || uses_inner(i);
     }
+    if (inner_out) *inner_out = inner;
     if (inner) s += "@" + std::to_string(current_loop_);
     return s;
   }
@@ -744,11 +756,52 @@ private:
   int emit(const ir::Value* v, const IndexVec& idx) {
     const ir::Node* p = v->producer();
     if (is_view(p)) return emit(p->input(0), view_operand_index(*p, idx, extents_));
-    std::string kk = key(v, idx);
+    bool inner = false;
+    std::string kk = key(v, idx, &inner);
     if (auto it = memo_.find(kk); it != memo_.end()) return it->second;
+    const std::string across_loops = inner ? kk.substr(0, kk.rfind('@')) : kk;
+    if (inner) {
+      if (std::optional<int> r = stashed(v, idx, across_loops)) return memo_[kk] = *r;
+    }
     int r = compute(v, idx);
     memo_[kk] = r;
+    if (inner && current_loop_ >= 0 &&
+        k_.loops[static_cast<size_t>(current_loop_)].kind == Loop::Kind::reduce)
+      in_reduce_loop_[across_loops] = {current_loop_, r};
     return r;
+  }
+
+  /// An expensive value a reduce loop computed at this very index, needed again by the map
+  /// loop while it computes the output it stores at that index (softmax's exp(x - max)): the
+  /// reduce loop stores it into that output's buffer and the map loop loads it back, instead
+  /// of computing it twice. The load comes before the output's own store at the index.
+  std::optional<int> stashed(const ir::Value* v, const IndexVec& idx, const std::string& k) {
+    if (current_loop_ < 0 || k_.loops[static_cast<size_t>(current_loop_)].kind != Loop::Kind::map)
+      return std::nullopt;
+    auto it = in_reduce_loop_.find(k);
+    const ir::Node* p = v->producer();
+    if (it == in_reduce_loop_.end() || p == nullptr || !expensive(p->op()) || !storing_ ||
+        storing_->type().dtype() != v->type().dtype() || !index_equal(*storing_idx_, idx) ||
+        stash_of_.count(storing_))
+      return std::nullopt;
+    const auto [loop, value] = it->second;
+    Instr st;
+    st.kind = Instr::Kind::store;
+    st.dtype = v->type().dtype();
+    st.buffer = buffer(storing_, true);
+    st.index = linearize(storing_->type(), idx);
+    st.args = {value};
+    int sid = static_cast<int>(k_.instrs.size());
+    k_.instrs.push_back(std::move(st));
+    inner_dep_.push_back(true);
+    k_.loops[static_cast<size_t>(loop)].body.push_back(sid);
+    Instr ld;
+    ld.kind = Instr::Kind::load;
+    ld.dtype = v->type().dtype();
+    ld.buffer = buffer(storing_, true);
+    ld.index = linearize(storing_->type(), idx);
+    stash_of_.insert(storing_);
+    return add(std::move(ld), true);
   }
 
   int compute(const ir::Value* v, const IndexVec& idx) {
@@ -862,6 +915,11 @@ private:
   std::unordered_map<const ir::Value*, int> buffer_of_;
   std::unordered_map<std::string, int> memo_;
   std::unordered_map<const ir::Node*, int> reduced_;
+  // Values a reduce loop computed, by their memo key without the loop: (loop, instruction).
+  std::unordered_map<std::string, std::pair<int, int>> in_reduce_loop_;
+  std::unordered_set<const ir::Value*> stash_of_; // outputs that hold a stashed value
+  const ir::Value* storing_ = nullptr;            // the output store() is emitting
+  const IndexVec* storing_idx_ = nullptr;
   std::vector<bool> inner_dep_;
   std::vector<int64_t> extents_;
   int n_outer_ = 0;

@@ -143,9 +143,9 @@ std::vector<Workload> workloads() {
   w.push_back({"pw-chain", "relu(x*2+y).sigmoid()*y, 16M f32", Bound::bandwidth, 3.0 * 4 * n, [n] {
                  manual_seed(0);
                  Tensor x = randn({n}), y = randn({n});
-                 return instance_of(
-                     [](const Tensor& a, const Tensor& b) { return (relu(a * 2 + b)).sigmoid() * b; },
-                     x, y);
+                 return instance_of([](const Tensor& a,
+                                       const Tensor& b) { return (relu(a * 2 + b)).sigmoid() * b; },
+                                    x, y);
                }});
   w.push_back({"softmax", "softmax over rows of 4096x4096 f32", Bound::bandwidth,
                2.0 * 4 * 4096 * 4096, [] {
@@ -157,30 +157,28 @@ std::vector<Workload> workloads() {
                Bound::bandwidth, 2.0 * 4 * 4096 * 4096, [] {
                  manual_seed(0);
                  Tensor x = randn({4096, 4096}), g = randn({4096}), b = randn({4096});
-                 return instance_of(
-                     [](const Tensor& a, const Tensor& w_, const Tensor& b_) {
-                       return layer_norm(a, {4096}, w_, b_);
-                     },
-                     x, g, b);
+                 return instance_of([](const Tensor& a, const Tensor& w_,
+                                       const Tensor& b_) { return layer_norm(a, {4096}, w_, b_); },
+                                    x, g, b);
                }});
-  w.push_back({"mlp-gelu", "Linear 1024->4096, GELU, Linear 4096->1024, batch 512", Bound::gemm,
-               0, [] {
-                 manual_seed(0);
-                 auto m = mlp_gelu();
-                 Tensor x = randn({512, 1024});
-                 Instance in = module_instance(m, x);
-                 // oneDNN's matmul primitive (kiln::matmul) on the two weights, nothing else.
-                 Tensor w1 = m->named_parameters().at(0).second;
-                 Tensor w2 = m->named_parameters().at(2).second;
-                 in.reference = [x, w1, w2] { (void)matmul(matmul(x, w1.t()), w2.t()); };
-                 return in;
-               }});
-  w.push_back({"gpt-block", "one GPT-2 decoder block, d 768, 12 heads, 4x256 tokens", Bound::mixed,
-               0, [] {
-                 manual_seed(1);
-                 zoo::GptConfig cfg = bench_gpt();
-                 return module_instance(zoo::make_gpt_block(cfg, 0), randn({4, 256, cfg.embed}));
-               }});
+  w.push_back(
+      {"mlp-gelu", "Linear 1024->4096, GELU, Linear 4096->1024, batch 512", Bound::gemm, 0, [] {
+         manual_seed(0);
+         auto m = mlp_gelu();
+         Tensor x = randn({512, 1024});
+         Instance in = module_instance(m, x);
+         // oneDNN's matmul primitive (kiln::matmul) on the two weights, nothing else.
+         Tensor w1 = m->named_parameters().at(0).second;
+         Tensor w2 = m->named_parameters().at(2).second;
+         in.reference = [x, w1, w2] { (void)matmul(matmul(x, w1.t()), w2.t()); };
+         return in;
+       }});
+  w.push_back(
+      {"gpt-block", "one GPT-2 decoder block, d 768, 12 heads, 4x256 tokens", Bound::mixed, 0, [] {
+         manual_seed(1);
+         zoo::GptConfig cfg = bench_gpt();
+         return module_instance(zoo::make_gpt_block(cfg, 0), randn({4, 256, cfg.embed}));
+       }});
   w.push_back({"gpt", "GPT-2-style decoder, 4 blocks, d 768, 12 heads, vocab 4096, 4x256 tokens",
                Bound::mixed, 0, [] {
                  zoo::GptConfig cfg = bench_gpt();
@@ -188,20 +186,20 @@ std::vector<Workload> workloads() {
                  manual_seed(1);
                  return module_instance(m, randint(0, cfg.vocab, {4, 256}, DType::i64));
                }});
-  w.push_back({"cnn", "the zoo's ResNet (conv-bn-relu, residual adds), 16x3x64x64", Bound::mixed,
-               0, [] {
-                 ModelRegistry reg = zoo::registry();
-                 const ModelSpec& spec = reg.get("cnn");
-                 auto m = spec.make(0);
-                 return module_instance(m, spec.make_input({16, 3, 64, 64}, DType::f32, 1));
-               }});
-  w.push_back({"latency-b1", "the zoo's mlp at batch 1: time per call is overhead",
-               Bound::overhead, 0, [] {
-                 ModelRegistry reg = zoo::registry();
-                 const ModelSpec& spec = reg.get("mlp");
-                 auto m = spec.make(0);
-                 return module_instance(m, spec.make_input({1, 784}, DType::f32, 1));
-               }});
+  w.push_back(
+      {"cnn", "the zoo's ResNet (conv-bn-relu, residual adds), 16x3x64x64", Bound::mixed, 0, [] {
+         ModelRegistry reg = zoo::registry();
+         const ModelSpec& spec = reg.get("cnn");
+         auto m = spec.make(0);
+         return module_instance(m, spec.make_input({16, 3, 64, 64}, DType::f32, 1));
+       }});
+  w.push_back(
+      {"latency-b1", "the zoo's mlp at batch 1: time per call is overhead", Bound::overhead, 0, [] {
+         ModelRegistry reg = zoo::registry();
+         const ModelSpec& spec = reg.get("mlp");
+         auto m = spec.make(0);
+         return module_instance(m, spec.make_input({1, 784}, DType::f32, 1));
+       }});
   return w;
 }
 
@@ -423,9 +421,8 @@ std::optional<CommandError> parse(std::span<const std::string_view> args, BenchO
         try {
           o.modes.push_back(parse_mode(m));
         } catch (const Error&) {
-          return CommandError{"unknown mode '" + m +
-                                  "' (eager, default, reduce_overhead, max_autotune)",
-                              2};
+          return CommandError{
+              "unknown mode '" + m + "' (eager, default, reduce_overhead, max_autotune)", 2};
         }
       }
     } else if (a.rfind("--reps", 0) == 0) {
@@ -637,7 +634,8 @@ int bench_main(std::span<const std::string_view> args) {
     js << "{\n  \"schema\": \"kiln.bench/1\",\n  \"runner\": \"kiln\",\n  \"version\": "
        << json_str(version()) << ",\n  \"machine\": {\"cpu\": " << json_str(cpu_model())
        << ", \"threads\": " << threads << "},\n  \"reference\": {\"stream_triad_gbs\": "
-       << (stream > 0 ? num(stream) : std::string("null")) << "},\n  \"peak_cpu_bytes\": " << mem.peak_allocated << ",\n  \"results\": [";
+       << (stream > 0 ? num(stream) : std::string("null"))
+       << "},\n  \"peak_cpu_bytes\": " << mem.peak_allocated << ",\n  \"results\": [";
     for (size_t k = 0; k < rows.size(); ++k) {
       const Row& r = rows[k];
       auto w = std::find_if(chosen.begin(), chosen.end(),
@@ -652,8 +650,8 @@ int bench_main(std::span<const std::string_view> args) {
     js << "\n  ]";
     if (ct)
       js << ",\n  \"compile\": {\"model\": \"gpt\", \"cold_ms\": " << num(ct->cold.median)
-         << ", \"warm_ms\": " << num(ct->warm.median) << ", \"warm_hit\": "
-         << (ct->warm_hit ? "true" : "false") << "}";
+         << ", \"warm_ms\": " << num(ct->warm.median)
+         << ", \"warm_hit\": " << (ct->warm_hit ? "true" : "false") << "}";
     js << "\n}\n";
     std::ofstream out(o.json);
     if (!out) return report("bench", CommandError{"cannot write " + o.json, 1});

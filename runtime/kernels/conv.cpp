@@ -149,9 +149,9 @@ bool conv_onednn(std::span<const Tensor> in, const ConvParams& p, Tensor& out,
     const dnnl::memory::desc src_any({p.n, p.c, p.h, p.w}, dt, tag::any);
     const dnnl::memory::desc w_any(w_md.dims(), dt, tag::any);
     const dnnl::memory::desc dst_any({p.n, p.o, p.oh, p.ow}, dt, tag::any);
-    fwd::desc d =
-        has_bias ? fwd::desc(kind, algo, src_any, w_any, b_md, dst_any, strides, dil, pad, pad)
-                 : fwd::desc(kind, algo, src_any, w_any, dst_any, strides, dil, pad, pad);
+    fwd::desc d = has_bias
+                      ? fwd::desc(kind, algo, src_any, w_any, b_md, dst_any, strides, dil, pad, pad)
+                      : fwd::desc(kind, algo, src_any, w_any, dst_any, strides, dil, pad, pad);
     fwd::primitive_desc pd(d, kernels::onednn_attr(), kernels::onednn_engine());
     return kernels::CachedPrimitive{fwd(pd),
                                     pd.scratchpad_desc().get_size(),

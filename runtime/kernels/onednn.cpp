@@ -74,7 +74,8 @@ void onednn_execute(const char* op, const CachedPrimitive& p,
     // Kept alive until the stream is done: scratchpad and reordered copies.
     std::vector<std::shared_ptr<Storage>> buffers;
     auto scratch_memory = [&](const dnnl::memory::desc& md) {
-      buffers.push_back(std::make_shared<Storage>(std::max<size_t>(md.get_size(), 1), Device::cpu()));
+      buffers.push_back(
+          std::make_shared<Storage>(std::max<size_t>(md.get_size(), 1), Device::cpu()));
       return dnnl::memory(md, eng, buffers.back()->data());
     };
     std::optional<std::pair<dnnl::memory, dnnl::memory>> dst_back; // (computed, user)
@@ -95,7 +96,9 @@ void onednn_execute(const char* op, const CachedPrimitive& p,
                        {static_cast<dnnl::memory::dim>(p.scratchpad_bytes)},
                        dnnl::memory::data_type::u8, dnnl::memory::format_tag::a)));
     p.primitive.execute(stream, args);
-    if (dst_back) dnnl::reorder(dst_back->first, dst_back->second).execute(stream, dst_back->first, dst_back->second);
+    if (dst_back)
+      dnnl::reorder(dst_back->first, dst_back->second)
+          .execute(stream, dst_back->first, dst_back->second);
     stream.wait();
   } catch (const dnnl::error& e) {
     throw Error(detail::str(op, ": oneDNN failed: ", e.what()));

@@ -6,6 +6,8 @@
 
 #include "codegen/cpu/jit.h"
 #include "frontend/frontend_testing.h"
+#include "ir/parser.h"
+#include "passes/fusion.h"
 
 using namespace kiln;
 using kiln::testing::close_to;
@@ -118,4 +120,48 @@ TEST_CASE("a long row sum keeps several vector accumulators folded in a fixed or
   CHECK(one_differs); // the inputs tell the orders apart
   for (int call = 0; call < 3; ++call)
     CHECK(f(x).to_vector<float>() == gs);
+}
+
+TEST_CASE("softmax computes exp once: the sum loop stashes it in the output", "[fusion]") {
+  const char* text = R"(graph @g {
+  %0 : f32[64,4096] = input "x"
+  %1 : f32[64,1] = amax(%0) {dims = [1], keepdim = true}
+  %2 : f32[64,4096] = sub(%0, %1)
+  %3 : f32[64,4096] = exp(%2)
+  %4 : f32[64,1] = sum(%3) {dims = [1], keepdim = true, dtype = f32}
+  %5 : f32[64,4096] = div(%3, %4)
+  return %5
+})";
+  Expected<std::unique_ptr<ir::Graph>> g = ir::parse_graph(text);
+  REQUIRE(static_cast<bool>(g));
+  passes::FusionResult fusion = passes::fuse(**g);
+  REQUIRE(fusion.groups.size() == 1);
+  std::vector<const ir::Value*> buffers;
+  std::string k = passes::lower_group(fusion.groups[0], "k", buffers).str();
+  INFO(k);
+  size_t exps = 0;
+  for (size_t at = k.find("= exp "); at != std::string::npos; at = k.find("= exp ", at + 1))
+    ++exps;
+  CHECK(exps == 1);
+  // Stored in the sum loop, loaded back by the map loop before its own store.
+  size_t map = k.find("map loop");
+  REQUIRE(map != std::string::npos);
+  CHECK(k.rfind("store out1", map) != std::string::npos);
+  CHECK(k.find("load out1", map) < k.find("store out1", map));
+}
+
+TEST_CASE("a stashed value serves only the output it is stored in", "[fusion]") {
+  // Both outputs use exp(x - max) in the map loop: one takes it from its own buffer, the
+  // other must not read a buffer the first has already overwritten.
+  manual_seed(31);
+  Tensor x = randn({8, 300});
+  auto f = [](const Tensor& a) {
+    Tensor e = exp(a - amax(a, {1}, true));
+    return std::vector<Tensor>{e / e.sum({1}, true), e * 2, e + 1};
+  };
+  auto c = compile(f);
+  std::vector<Tensor> want = f(x), got = c(x);
+  REQUIRE(got.size() == 3);
+  for (size_t i = 0; i < 3; ++i)
+    CHECK(close_to(got[i], want[i]));
 }
