@@ -50,6 +50,10 @@ public:
       }
     }
     if (p == nullptr) p = std::aligned_alloc(kCpuAlignment, cls);
+    if (p == nullptr && stats().cached > 0) {
+      empty(); // the kept blocks go back to the system first
+      p = std::aligned_alloc(kCpuAlignment, cls);
+    }
     KILN_CHECK(p != nullptr, "out of memory: could not allocate ", nbytes, " bytes on cpu");
     std::lock_guard lock(mu_);
     stats_.allocated += cls;

@@ -45,3 +45,11 @@ TEST_CASE("small blocks are not kept and the peak follows live bytes", "[allocat
   empty_cpu_cache();
   CHECK(cpu_memory_stats().cached == 0);
 }
+
+TEST_CASE("an allocation the system refuses is a kiln Error, after the kept blocks go back",
+          "[allocator]") {
+  { Tensor kept = empty({4 << 20}, DType::u8); }
+  REQUIRE(cpu_memory_stats().cached > 0);
+  CHECK_THROWS_WITH(empty({int64_t{1} << 55}, DType::u8), Catch::Contains("out of memory"));
+  CHECK(cpu_memory_stats().cached == 0);
+}
