@@ -124,14 +124,23 @@ void pack(const T* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs, std:
       dst[static_cast<size_t>(i * cols + j)] = src[i * rs + j * cs];
 }
 
-/// Runs every batch matrix through one cached 2-d oneDNN matmul; false when oneDNN has no
+/// Runs every batch matrix through one cached 2-d oneDNN matmul (or all of them as one GEMM
+/// when they share B and A's batches are contiguous rows); false when oneDNN has no
 /// implementation for this dtype on this CPU (the caller then runs the loop).
 template <typename T>
 bool matmul_onednn(const Tensor& a, const Tensor& b, Tensor& c, const std::vector<int64_t>& a_off,
                    const std::vector<int64_t>& b_off, dnnl::memory::data_type dt) {
-  const int64_t n = c.size(-2), m = c.size(-1), k = a.size(-1);
-  const int64_t nb = static_cast<int64_t>(a_off.size());
+  const int64_t rows = c.size(-2), m = c.size(-1), k = a.size(-1);
+  const int64_t batches = static_cast<int64_t>(a_off.size());
   const MatStrides as = mat_strides(a), bs = mat_strides(b);
+  // One B for every batch and the A matrices one after another in row-major order (a linear
+  // layer on [batch, time, features]): the batches are the rows of one GEMM.
+  bool fold = batches > 1 && as.cols == 1 && as.rows >= k;
+  for (int64_t bi = 1; fold && bi < batches; ++bi)
+    fold = b_off[static_cast<size_t>(bi)] == b_off[0] &&
+           a_off[static_cast<size_t>(bi)] == a_off[0] + bi * rows * as.rows;
+  const int64_t n = fold ? rows * batches : rows;
+  const int64_t nb = fold ? 1 : batches;
   const GemmLayout la0 = gemm_layout(n, k, as.rows, as.cols);
   const GemmLayout lb0 = gemm_layout(k, m, bs.rows, bs.cols);
   // Unusable layouts (both strides > 1, overlapping rows) are packed to row-major.

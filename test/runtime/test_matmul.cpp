@@ -301,3 +301,23 @@ TEST_CASE("linear is x @ w^T + bias", "[matmul]") {
   CHECK_THROWS_WITH(linear(x, zeros({1, 2, 3})),
                     Catch::Contains("linear: weight must be 1-d or 2-d, got [1, 2, 3]"));
 }
+
+TEST_CASE("matmul of batches against one matrix: one GEMM when the batches are rows", "[matmul]") {
+  // [3, 50, 20] @ [20, 7] folds the batches into one 150-row GEMM; a sliced A (batches not
+  // back to back) and a transposed A keep one GEMM per batch. All agree with the loops.
+  Tensor big = rand({3, 60, 20});
+  Tensor w = rand({7, 20});
+  for (const Tensor& a : {rand({3, 50, 20}), big.narrow(1, 5, 50),
+                          rand({3, 20, 50}).transpose(1, 2), rand({1, 50, 20})}) {
+    Tensor loop;
+    {
+      OnednnMode mode(false);
+      loop = matmul(a, w.t());
+    }
+    Tensor lib = matmul(a, w.t());
+    REQUIRE(lib.sizes() == loop.sizes());
+    std::vector<float> x = loop.to_vector<float>(), y = lib.to_vector<float>();
+    for (size_t i = 0; i < x.size(); ++i)
+      REQUIRE(std::abs(x[i] - y[i]) <= 1e-4f * (1.0f + std::abs(x[i])));
+  }
+}
