@@ -124,6 +124,51 @@ void pack(const T* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs, std:
       dst[static_cast<size_t>(i * cols + j)] = src[i * rs + j * cs];
 }
 
+/// Equal batch dims on both sides (attention's [batch, heads, time, head_dim] products): one
+/// oneDNN matmul over all of them, with the operands' own strides. False when the shapes
+/// broadcast or oneDNN refuses the layout (the caller then goes matrix by matrix).
+template <typename T>
+bool matmul_onednn_batched(const Tensor& a, const Tensor& b, Tensor& c,
+                           dnnl::memory::data_type dt) {
+  const int64_t rank = c.dim();
+  if (rank < 3 || a.dim() != rank || b.dim() != rank || !c.is_contiguous()) return false;
+  for (int64_t d = 0; d + 2 < rank; ++d)
+    if (a.size(d) != c.size(d) || b.size(d) != c.size(d) || a.stride(d) == 0 || b.stride(d) == 0)
+      return false;
+  auto dims_of = [](const Tensor& t) {
+    return dnnl::memory::dims(t.sizes().begin(), t.sizes().end());
+  };
+  auto strides_of = [](const Tensor& t) {
+    dnnl::memory::dims s(t.strides().begin(), t.strides().end());
+    // A dim of size 1 may carry any stride; give it one oneDNN accepts.
+    for (size_t d = s.size(); d-- > 0;)
+      if (t.size(static_cast<int64_t>(d)) == 1)
+        s[d] = d + 1 < s.size()
+                   ? s[d + 1] * std::max<int64_t>(1, t.size(static_cast<int64_t>(d) + 1))
+                   : 1;
+    return s;
+  };
+  const dnnl::memory::dims ad = dims_of(a), bd = dims_of(b), cd = dims_of(c);
+  const dnnl::memory::dims as = strides_of(a), bs = strides_of(b), cs = strides_of(c);
+  std::vector<int64_t> key{3, static_cast<int64_t>(dt), rank};
+  for (const auto* v : {&ad, &bd, &as, &bs})
+    key.insert(key.end(), v->begin(), v->end());
+  auto prim = kernels::cached_primitive(key, [&] {
+    dnnl::memory::desc amd(ad, dt, as), bmd(bd, dt, bs), cmd(cd, dt, cs);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(amd, bmd, cmd), kernels::onednn_attr(),
+                                    kernels::onednn_engine());
+    return kernels::CachedPrimitive{dnnl::matmul(pd), pd.scratchpad_desc().get_size(), {}};
+  });
+  if (!prim) return false;
+  const auto& eng = kernels::onednn_engine();
+  kernels::onednn_execute(
+      "matmul", *prim,
+      {{DNNL_ARG_SRC, dnnl::memory(dnnl::memory::desc(ad, dt, as), eng, a.raw_data())},
+       {DNNL_ARG_WEIGHTS, dnnl::memory(dnnl::memory::desc(bd, dt, bs), eng, b.raw_data())},
+       {DNNL_ARG_DST, dnnl::memory(dnnl::memory::desc(cd, dt, cs), eng, c.raw_data())}});
+  return true;
+}
+
 /// Runs every batch matrix through one cached 2-d oneDNN matmul (or all of them as one GEMM
 /// when they share B and A's batches are contiguous rows); false when oneDNN has no
 /// implementation for this dtype on this CPU (the caller then runs the loop).
@@ -219,7 +264,9 @@ void kernel_matmul(std::span<const Tensor> in, const Attrs&, std::span<Tensor> o
         const dt d = std::is_same_v<T, float>      ? dt::f32
                      : std::is_same_v<T, BFloat16> ? dt::bf16
                                                    : dt::f16;
-        if (kernels::onednn_enabled() && matmul_onednn<T>(a, b, c, a_off, b_off, d)) return;
+        if (kernels::onednn_enabled() &&
+            (matmul_onednn_batched<T>(a, b, c, d) || matmul_onednn<T>(a, b, c, a_off, b_off, d)))
+          return;
       }
 #endif
       matmul_loop<T>(a, b, c, a_off, b_off);
