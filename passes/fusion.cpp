@@ -725,17 +725,32 @@ private:
     return add(std::move(in), false);
   }
 
+  /// A load or store of graph value v's buffer at idx.
+  Instr access(Instr::Kind kind, const ir::Value* v, const IndexVec& idx) {
+    Instr in;
+    in.kind = kind;
+    in.dtype = v->type().dtype();
+    in.buffer = buffer(v, kind == Instr::Kind::store);
+    in.index = linearize(v->type(), idx);
+    return in;
+  }
+
+  /// Appends an instruction to the body of `loop` (not the current one); returns its id.
+  int add_to_loop(Instr in, int loop, bool inner_dep) {
+    int id = static_cast<int>(k_.instrs.size());
+    k_.instrs.push_back(std::move(in));
+    inner_dep_.push_back(inner_dep);
+    k_.loops[static_cast<size_t>(loop)].body.push_back(id);
+    return id;
+  }
+
   void store(const ir::Value* v, const IndexVec& idx) {
     storing_ = v;
     storing_idx_ = &idx;
     int x = emit(v, idx);
     storing_ = nullptr;
     storing_idx_ = nullptr;
-    Instr in;
-    in.kind = Instr::Kind::store;
-    in.dtype = v->type().dtype();
-    in.buffer = buffer(v, true);
-    in.index = linearize(v->type(), idx);
+    Instr in = access(Instr::Kind::store, v, idx);
     in.args = {x};
     add(std::move(in), uses_inner(in.index) || inner_dep_[static_cast<size_t>(x)]);
   }
@@ -785,21 +800,11 @@ private:
         stash_of_.count(storing_))
       return std::nullopt;
     const auto [loop, value] = it->second;
-    Instr st;
-    st.kind = Instr::Kind::store;
-    st.dtype = v->type().dtype();
-    st.buffer = buffer(storing_, true);
-    st.index = linearize(storing_->type(), idx);
+    Instr st = access(Instr::Kind::store, storing_, idx);
     st.args = {value};
-    int sid = static_cast<int>(k_.instrs.size());
-    k_.instrs.push_back(std::move(st));
-    inner_dep_.push_back(true);
-    k_.loops[static_cast<size_t>(loop)].body.push_back(sid);
-    Instr ld;
-    ld.kind = Instr::Kind::load;
-    ld.dtype = v->type().dtype();
-    ld.buffer = buffer(storing_, true);
-    ld.index = linearize(storing_->type(), idx);
+    add_to_loop(std::move(st), loop, true);
+    // The store above made the buffer an output one; the load reads it back.
+    Instr ld = access(Instr::Kind::load, storing_, idx);
     stash_of_.insert(storing_);
     return add(std::move(ld), true);
   }
@@ -813,11 +818,7 @@ private:
         double d = scalar_value(v->constant(), iv);
         return constant(d, iv, dt);
       }
-      Instr in;
-      in.kind = Instr::Kind::load;
-      in.dtype = dt;
-      in.buffer = buffer(v, false);
-      in.index = linearize(v->type(), idx);
+      Instr in = access(Instr::Kind::load, v, idx);
       bool dep = uses_inner(in.index);
       return add(std::move(in), dep);
     }
@@ -897,10 +898,7 @@ private:
     } else {
       in.args = {cast(x, dt)};
     }
-    int id = static_cast<int>(k_.instrs.size());
-    k_.instrs.push_back(std::move(in));
-    inner_dep_.push_back(false);
-    k_.loops[static_cast<size_t>(loop)].body.push_back(id);
+    int id = add_to_loop(std::move(in), loop, false);
     current_loop_ = saved;
     k_.items.push_back({-1, loop});
     reduced_[&r] = id;

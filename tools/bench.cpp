@@ -63,12 +63,12 @@ double ms_since(Clock::time_point t) {
 
 struct Timing {
   double median = 0, min = 0, max = 0;
-  std::vector<double> samples;
+  size_t count = 0;
 };
 
 Timing summarize(std::vector<double> t) {
   Timing s;
-  s.samples = t;
+  s.count = t.size();
   std::sort(t.begin(), t.end());
   if (t.empty()) return s;
   s.min = t.front();
@@ -102,21 +102,24 @@ template <typename F, typename... T> Instance instance_of(F fn, T... args) {
   return in;
 }
 
-/// A module's forward on an input, compiled with the module's guards.
-Instance module_instance(std::shared_ptr<nn::Module> m, Tensor x) {
+/// A module's forward (a registered model's, with `spec`) on an input, compiled with the
+/// module's guards.
+Instance module_instance(std::shared_ptr<nn::Module> m, Tensor x, const ModelSpec* spec = nullptr) {
   Instance in;
   nn::Module* mp = m.get();
   in.module = m;
-  in.eager = [mp, x] { (void)mp->forward(x); };
-  in.compile = [mp, x](const CompileOptions& o) {
-    auto fn = [mp](const Tensor& t) { return mp->forward(t); };
-    auto c = std::make_shared<kiln::Compiled<decltype(fn)>>(fn, o, mp);
+  auto forward = [spec, mp](const Tensor& t) {
+    return spec ? run_model(*spec, *mp, t) : mp->forward(t);
+  };
+  in.eager = [forward, x] { (void)forward(x); };
+  in.compile = [forward, mp, x](const CompileOptions& o) {
+    auto c = std::make_shared<kiln::Compiled<decltype(forward)>>(forward, o, mp);
     return Instance::Compiled{[c, x] { (void)(*c)(x); }, [c] { return c->stats(); }};
   };
   return in;
 }
 
-enum class Bound { bandwidth, gemm, mixed, overhead, compiler };
+enum class Bound { bandwidth, gemm, mixed, overhead };
 
 struct Workload {
   std::string id;
@@ -127,6 +130,19 @@ struct Workload {
 };
 
 zoo::GptConfig bench_gpt() { return {4096, 256, 4, 12, 768}; }
+
+/// The bench gpt (weights from seed 0) and its input: 4 x 256 token ids.
+struct GptRun {
+  std::shared_ptr<nn::Module> model;
+  Tensor tokens;
+};
+GptRun bench_gpt_run() {
+  zoo::GptConfig cfg = bench_gpt();
+  GptRun r{zoo::make_gpt(cfg, 0), {}};
+  manual_seed(1);
+  r.tokens = randint(0, cfg.vocab, {4, 256}, DType::i64);
+  return r;
+}
 
 std::shared_ptr<nn::Module> mlp_gelu() {
   auto seq = std::make_shared<nn::Sequential>();
@@ -181,10 +197,8 @@ std::vector<Workload> workloads() {
        }});
   w.push_back({"gpt", "GPT-2-style decoder, 4 blocks, d 768, 12 heads, vocab 4096, 4x256 tokens",
                Bound::mixed, 0, [] {
-                 zoo::GptConfig cfg = bench_gpt();
-                 auto m = zoo::make_gpt(cfg, 0);
-                 manual_seed(1);
-                 return module_instance(m, randint(0, cfg.vocab, {4, 256}, DType::i64));
+                 GptRun g = bench_gpt_run();
+                 return module_instance(g.model, g.tokens);
                }});
   w.push_back(
       {"cnn", "the zoo's ResNet (conv-bn-relu, residual adds), 16x3x64x64", Bound::mixed, 0, [] {
@@ -275,7 +289,9 @@ public:
     ++done_;
     if (!tty_) return;
     int width = 30;
-    int filled = static_cast<int>(width * done_ / std::max<int64_t>(total_, 1));
+    // The total is an estimate (a workload's reference row is only known once it is made).
+    int filled =
+        static_cast<int>(std::min<int64_t>(width, width * done_ / std::max<int64_t>(total_, 1)));
     std::cerr << "\r[" << std::string(static_cast<size_t>(filled), '#')
               << std::string(static_cast<size_t>(width - filled), ' ') << "] " << std::setw(28)
               << std::left << what.substr(0, 28) << std::right << std::flush;
@@ -363,11 +379,9 @@ struct CompileTimes {
   bool warm_hit = true;
 };
 CompileTimes compile_times(int reps, Progress& progress) {
-  zoo::GptConfig cfg = bench_gpt();
-  auto m = zoo::make_gpt(cfg, 0);
-  manual_seed(1);
-  Tensor tokens = randint(0, cfg.vocab, {4, 256}, DType::i64);
-  nn::Module* mp = m.get();
+  const GptRun g = bench_gpt_run();
+  const Tensor& tokens = g.tokens;
+  nn::Module* mp = g.model.get();
   NoGradGuard no_grad;
   std::vector<double> cold, warm;
   CompileTimes ct;
@@ -456,7 +470,6 @@ std::string bound_name(Bound b) {
   case Bound::gemm: return "gemm";
   case Bound::mixed: return "mixed";
   case Bound::overhead: return "overhead";
-  case Bound::compiler: return "compiler";
   }
   return "mixed";
 }
@@ -485,7 +498,6 @@ int bench_main(std::span<const std::string_view> args) {
   // What to run: named workloads, models by name, or everything.
   std::vector<Workload> chosen;
   bool with_compile = o.names.empty();
-  std::vector<std::string> explain_models;
   for (const std::string& name : o.names) {
     if (name == "compile") {
       with_compile = true;
@@ -506,18 +518,8 @@ int bench_main(std::span<const std::string_view> args) {
     w.id = name;
     w.what = spec->summary + " (default input)";
     w.make = [spec] {
-      auto m = spec->make(0);
-      Tensor x = spec->make_input(spec->input_shape, spec->input_dtype, 1);
-      Instance in;
-      nn::Module* mp = m.get();
-      in.module = m;
-      in.eager = [spec, mp, x] { (void)run_model(*spec, *mp, x); };
-      in.compile = [spec, mp, x](const CompileOptions& co) {
-        auto fn = [spec, mp](const Tensor& t) { return run_model(*spec, *mp, t); };
-        auto c = std::make_shared<kiln::Compiled<decltype(fn)>>(fn, co, mp);
-        return Instance::Compiled{[c, x] { (void)(*c)(x); }, [c] { return c->stats(); }};
-      };
-      return in;
+      return module_instance(spec->make(0),
+                             spec->make_input(spec->input_shape, spec->input_dtype, 1), spec);
     };
     chosen.push_back(w);
   }
@@ -538,7 +540,7 @@ int bench_main(std::span<const std::string_view> args) {
 
   int64_t total = 0;
   for (size_t k = 0; k < chosen.size(); ++k)
-    total += int64_t(o.reps) * int64_t(2 + o.modes.size());
+    total += int64_t(o.reps) * int64_t(1 + o.modes.size());
   const int compile_reps = 3;
   if (with_compile) total += compile_reps;
   Progress progress(total);
@@ -612,15 +614,11 @@ int bench_main(std::span<const std::string_view> args) {
   for (const std::string& name : o.names)
     if (name == "gpt") {
       // The demo: what the compiler captured of the model.
-      zoo::GptConfig cfg = bench_gpt();
-      auto m = zoo::make_gpt(cfg, 0);
-      manual_seed(1);
-      Tensor tokens = randint(0, cfg.vocab, {4, 256}, DType::i64);
-      nn::Module* mp = m.get();
+      const GptRun g = bench_gpt_run();
+      nn::Module* mp = g.model.get();
       NoGradGuard no_grad;
       auto fn = [mp](const Tensor& t) { return mp->forward(t); };
-      kiln::Compiled<decltype(fn)> c(fn, {}, mp);
-      ExplainReport rep = c.explain(tokens);
+      ExplainReport rep = kiln::Compiled<decltype(fn)>(fn, {}, mp).explain(g.tokens);
       int64_t ops = 0;
       for (const auto& g : rep.graphs)
         ops += g.ops;
@@ -643,7 +641,7 @@ int bench_main(std::span<const std::string_view> args) {
       js << (k ? "," : "") << "\n    {\"workload\": " << json_str(r.workload)
          << ", \"mode\": " << json_str(r.mode) << ", \"bound\": " << json_str(bound_name(w->bound))
          << ", \"median_ms\": " << num(r.t.median) << ", \"min_ms\": " << num(r.t.min)
-         << ", \"max_ms\": " << num(r.t.max) << ", \"reps\": " << r.t.samples.size()
+         << ", \"max_ms\": " << num(r.t.max) << ", \"reps\": " << r.t.count
          << ", \"first_call_ms\": " << num(r.first_call_ms) << ", \"bytes\": " << num(r.bytes)
          << ", \"peak_bytes\": " << r.peak_bytes << ", \"kernels\": " << r.stats.kernels << "}";
     }

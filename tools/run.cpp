@@ -237,8 +237,8 @@ int run_model_command(const RunOptions& o, ModelInstance& inst, const ModelArgs&
   std::cout << "matches eager: no: "
             << (shape_problem.empty() ? compare_bits(outs.back(), reference) : shape_problem);
   if (is_floating(reference.dtype()))
-    std::cout << "; error against an f64 reference: compiled " << fmt_g(compiled_err)
-              << ", eager " << fmt_g(eager_err);
+    std::cout << "; error against an f64 reference: compiled " << fmt_g(compiled_err) << ", eager "
+              << fmt_g(eager_err);
   std::cout << "\n";
   return 1;
 }

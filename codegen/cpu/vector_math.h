@@ -18,9 +18,9 @@ namespace kiln::codegen::cpu {
 
 /// Emits op(x) (or op(x, y) for pow) inline at the builder's position. Straight-line code,
 /// except sin and cos: they add blocks (the builder is left in the last of them) with a
-/// branch to libm calls for huge arguments. x, y: float or double, scalar or fixed vector; the result has
-/// x's type. Only ops with has_vector_math(op). The builder's fast-math flags are ignored (and
-/// kept): the results are eager's to within the ULP bounds only under IEEE semantics.
+/// branch to libm calls for huge arguments. x, y: float or double, scalar or fixed vector; the
+/// result has x's type. Only ops with has_vector_math(op). The builder's fast-math flags are
+/// ignored (and kept): the results are eager's to within the ULP bounds only under IEEE semantics.
 llvm::Value* emit_math(llvm::IRBuilderBase& b, kiln::Op op, llvm::Value* x,
                        llvm::Value* y = nullptr);
 
