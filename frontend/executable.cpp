@@ -62,6 +62,22 @@ Executable::Executable(std::unique_ptr<ir::Graph> graph, std::vector<size_t> inp
       library_ = code.library;
       cache_hit_ = code.cache_hit;
       for (const passes::FusionStep& fs : fusion.order) {
+        if (fs.library >= 0) {
+          const passes::LibraryCall& call = fusion.library_calls[static_cast<size_t>(fs.library)];
+          epilogues_.push_back(std::make_unique<Epilogue>(call.epilogue));
+          Plan::Step st;
+          st.op = call.anchor->op();
+          st.attrs = &call.anchor->attrs();
+          st.epilogue = epilogues_.back().get();
+          for (const ir::Value* v : call.operands)
+            st.operands.push_back(slot_of(v));
+          st.results.push_back(slot_of(call.output));
+          kernel_texts_.push_back("library " + std::string(op_name(st.op)) + " + " +
+                                  call.epilogue.str() + "\n");
+          ++kernels_;
+          plan_.add_step(std::move(st));
+          continue;
+        }
         if (fs.group < 0) {
           node_step(fs.node);
           continue;
@@ -96,6 +112,7 @@ Executable::Executable(std::unique_ptr<ir::Graph> graph, std::vector<size_t> inp
                 e.what() + "\n";
       plan_ = Plan();
       kernel_texts_.clear();
+      epilogues_.clear();
       library_.reset();
       kernels_ = 0;
       bind_inputs(); // on the fresh plan

@@ -46,6 +46,7 @@ private:
   Plan plan_;
   int64_t kernels_ = 0;
   std::vector<std::string> kernel_texts_;
+  std::vector<std::unique_ptr<Epilogue>> epilogues_; // the plan's library epilogues
   std::shared_ptr<void> library_;
   bool cache_hit_ = false;
 };

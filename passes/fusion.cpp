@@ -275,8 +275,22 @@ FusionResult fuse(const ir::Graph& g, const FusionOptions& options) {
           parent[static_cast<size_t>(parent[static_cast<size_t>(x)])];
     return x;
   };
+  // Library calls with epilogues take their pointwise tails before grouping does.
+  if (options.fuse) result.library_calls = match_library_epilogues(g);
+  std::unordered_map<const ir::Node*, int> absorbed, anchor_call;
+  for (size_t c = 0; c < result.library_calls.size(); ++c) {
+    const LibraryCall& call = result.library_calls[c];
+    anchor_call[call.anchor] = static_cast<int>(c);
+    for (const ir::Node* x : call.nodes)
+      absorbed[x] = static_cast<int>(c);
+    std::string line = "library " + label(call.anchor) + " + " + call.epilogue.str() + " ->";
+    for (const ir::Node* x : call.nodes)
+      line += " " + label(x);
+    result.log.push_back(line);
+  }
   for (int k = 0; k < n; ++k)
-    if (!is_view(nodes[static_cast<size_t>(k)]) && is_lowerable(*nodes[static_cast<size_t>(k)])) {
+    if (!is_view(nodes[static_cast<size_t>(k)]) && !absorbed.count(nodes[static_cast<size_t>(k)]) &&
+        is_lowerable(*nodes[static_cast<size_t>(k)])) {
       parent[static_cast<size_t>(k)] = k;
       domain[static_cast<size_t>(k)] = node_domain(*nodes[static_cast<size_t>(k)]);
     }
@@ -524,16 +538,21 @@ FusionResult fuse(const ir::Graph& g, const FusionOptions& options) {
   std::vector<FusionStep> units;
   std::vector<int> unit_pos;
   for (int g2 = 0; g2 < num_groups; ++g2) {
-    units.push_back({g2, nullptr});
+    units.push_back({g2, nullptr, -1});
     unit_pos.push_back(pos.at(result.groups[static_cast<size_t>(g2)].nodes.front()));
   }
   for (int k = 0; k < n; ++k) {
     const ir::Node* x = nodes[static_cast<size_t>(k)];
     if (member(x)) {
       unit_of_node[static_cast<size_t>(k)] = step_group(x);
+    } else if (auto a = absorbed.find(x); a != absorbed.end()) {
+      // Part of a library call's epilogue: its anchor's step (which comes first).
+      const ir::Node* anchor = result.library_calls[static_cast<size_t>(a->second)].anchor;
+      unit_of_node[static_cast<size_t>(k)] = unit_of_node[static_cast<size_t>(pos.at(anchor))];
     } else if (!is_view(x) || needed_views.count(x)) {
       unit_of_node[static_cast<size_t>(k)] = static_cast<int>(units.size());
-      units.push_back({-1, x});
+      auto c = anchor_call.find(x);
+      units.push_back({-1, x, c == anchor_call.end() ? -1 : c->second});
       unit_pos.push_back(k);
     }
   }
@@ -549,6 +568,10 @@ FusionResult fuse(const ir::Graph& g, const FusionOptions& options) {
   for (size_t u = 0; u < units.size(); ++u) {
     if (units[u].group >= 0) {
       for (const ir::Value* v : result.groups[static_cast<size_t>(units[u].group)].inputs)
+        depend(static_cast<int>(u), v);
+    } else if (units[u].library >= 0) {
+      for (const ir::Value* v :
+           result.library_calls[static_cast<size_t>(units[u].library)].operands)
         depend(static_cast<int>(u), v);
     } else {
       for (const ir::Value* v : units[u].node->inputs())

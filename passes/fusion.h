@@ -9,6 +9,7 @@
 
 #include "ir/graph.h"
 #include "ir/kernel/kernel.h"
+#include "runtime/epilogue.h"
 
 namespace kiln::passes {
 
@@ -34,20 +35,42 @@ struct FusionGroup {
 struct FusionStep {
   int group = -1;                 // >= 0: a kernel
   const ir::Node* node = nullptr; // otherwise
+  int library = -1;               // >= 0: node is library_calls[library]'s anchor
+};
+
+/// A library contraction (matmul) with the pointwise ops after it that run inside the
+/// library call as its epilogue (runtime/epilogue.h).
+struct LibraryCall {
+  const ir::Node* anchor = nullptr;
+  /// The absorbed pointwise nodes, in graph order; none of their results but the last is
+  /// read outside the call.
+  std::vector<const ir::Node*> nodes;
+  /// The step's operands: the anchor's inputs, then the epilogue's other operands.
+  std::vector<const ir::Value*> operands;
+  const ir::Value* output = nullptr; // the last absorbed node's result
+  Epilogue epilogue;
 };
 
 struct FusionResult {
   std::vector<FusionGroup> groups;
   std::vector<FusionStep> order; // a topological order of the steps
+  std::vector<LibraryCall> library_calls;
   /// One line per formed group and per candidate pair that was not fused, with the reason
   /// (`KILN_LOGS=fusion`).
   std::vector<std::string> log;
 };
 
 struct FusionOptions {
-  /// Off: every lowerable node is a group of its own (the "before fusion" count).
+  /// Off: every lowerable node is a group of its own (the "before fusion" count), and no
+  /// epilogue joins a library call.
   bool fuse = true;
 };
+
+/// The library calls with epilogues in a graph: each f32 matmul whose result feeds, with no
+/// other reader, a chain of epilogue ops (relu, gelu in both of kiln::gelu's forms, silu,
+/// sigmoid, tanh, and add/sub/mul/div by a one-element constant or by a tensor of the
+/// result's shape or broadcast to it). Empty when library epilogues are unavailable.
+std::vector<LibraryCall> match_library_epilogues(const ir::Graph& g);
 
 /// Whether the code generator lowers this node (the op, its attributes and dtypes).
 bool is_lowerable(const ir::Node& n);

@@ -100,6 +100,8 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs) const {
       operands.push_back(slots[s]);
     if (st.kernel >= 0) {
       run_kernel(kernels_[static_cast<size_t>(st.kernel)], operands, st.results, slots);
+    } else if (st.epilogue) {
+      slots[st.results[0]] = run_with_epilogue(st.op, *st.attrs, operands, *st.epilogue);
     } else {
       std::vector<Tensor> r = dispatch(st.op, operands, *st.attrs);
       for (size_t k = 0; k < st.results.size(); ++k)

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/dtype.h"
+#include "runtime/epilogue.h"
 #include "runtime/ops/op.h"
 #include "runtime/tensor.h"
 
@@ -38,6 +39,9 @@ public:
     int kernel = -1; // >= 0: kernels()[kernel]; otherwise an eager call of op with attrs
     Op op = Op::copy;
     const Attrs* attrs = nullptr; // owned by whoever built the plan; outlives it
+    /// Set: op is a library contraction run with this epilogue (run_with_epilogue), owned
+    /// like attrs; its one result is the epilogue's.
+    const Epilogue* epilogue = nullptr;
     std::vector<size_t> operands; // slots
     std::vector<size_t> results;  // slots
     std::vector<size_t> release;  // slots whose last read is this step

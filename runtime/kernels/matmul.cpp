@@ -138,18 +138,9 @@ bool matmul_onednn_batched(const Tensor& a, const Tensor& b, Tensor& c,
   auto dims_of = [](const Tensor& t) {
     return dnnl::memory::dims(t.sizes().begin(), t.sizes().end());
   };
-  auto strides_of = [](const Tensor& t) {
-    dnnl::memory::dims s(t.strides().begin(), t.strides().end());
-    // A dim of size 1 may carry any stride; give it one oneDNN accepts.
-    for (size_t d = s.size(); d-- > 0;)
-      if (t.size(static_cast<int64_t>(d)) == 1)
-        s[d] = d + 1 < s.size()
-                   ? s[d + 1] * std::max<int64_t>(1, t.size(static_cast<int64_t>(d) + 1))
-                   : 1;
-    return s;
-  };
   const dnnl::memory::dims ad = dims_of(a), bd = dims_of(b), cd = dims_of(c);
-  const dnnl::memory::dims as = strides_of(a), bs = strides_of(b), cs = strides_of(c);
+  const dnnl::memory::dims as = kernels::onednn_strides(a), bs = kernels::onednn_strides(b),
+                           cs = kernels::onednn_strides(c);
   std::vector<int64_t> key{3, static_cast<int64_t>(dt), rank};
   for (const auto* v : {&ad, &bd, &as, &bs})
     key.insert(key.end(), v->begin(), v->end());

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -66,8 +67,72 @@ cached_primitive(const std::vector<int64_t>& key, const std::function<CachedPrim
   return cache.emplace(key, built).first->second;
 }
 
+namespace {
+
+/// Parameters reordered into a primitive's weights layout (see onednn_execute).
+struct PackedWeights {
+  std::weak_ptr<Storage> storage; // the parameter's: expired once it is freed
+  uint64_t version = 0;
+  dnnl::memory::desc user, packed;
+  std::shared_ptr<Storage> buffer;
+};
+std::mutex g_packed_mu;
+std::unordered_map<const void*, std::vector<PackedWeights>> g_packed; // by user data pointer
+
+/// The packed copy of `user` (in `storage`) in layout `md`, cached or reordered now; its
+/// buffer goes into `keep` (a concurrent update may drop the cache's entry meanwhile).
+dnnl::memory packed_weights(const std::shared_ptr<Storage>& storage, const dnnl::memory& user,
+                            const dnnl::memory::desc& md, dnnl::stream& stream,
+                            std::vector<std::shared_ptr<Storage>>& keep) {
+  const dnnl::engine& eng = onednn_engine();
+  const void* data = user.get_data_handle();
+  const uint64_t version = storage->version();
+  {
+    std::lock_guard<std::mutex> lock(g_packed_mu);
+    auto it = g_packed.find(data);
+    if (it != g_packed.end())
+      for (const PackedWeights& p : it->second)
+        if (p.storage.lock() == storage && p.version == version && p.user == user.get_desc() &&
+            p.packed == md) {
+          keep.push_back(p.buffer);
+          return dnnl::memory(md, eng, p.buffer->data());
+        }
+  }
+  auto buffer = std::make_shared<Storage>(std::max<size_t>(md.get_size(), 1), Device::cpu());
+  keep.push_back(buffer);
+  dnnl::memory mine(md, eng, buffer->data());
+  dnnl::reorder(user, mine).execute(stream, const_cast<dnnl::memory&>(user), mine);
+  stream.wait();
+  std::lock_guard<std::mutex> lock(g_packed_mu);
+  // Entries of freed storages, and older versions of this one, go now.
+  for (auto it = g_packed.begin(); it != g_packed.end();) {
+    auto& v = it->second;
+    v.erase(std::remove_if(v.begin(), v.end(),
+                           [&](const PackedWeights& p) {
+                             auto st = p.storage.lock();
+                             return st == nullptr ||
+                                    (st == storage && p.user == user.get_desc() && p.packed == md);
+                           }),
+            v.end());
+    it = v.empty() ? g_packed.erase(it) : std::next(it);
+  }
+  g_packed[data].push_back({storage, version, user.get_desc(), md, buffer});
+  return mine;
+}
+
+} // namespace
+
+size_t onednn_packed_weights() {
+  std::lock_guard<std::mutex> lock(g_packed_mu);
+  size_t n = 0;
+  for (const auto& [data, v] : g_packed)
+    n += v.size();
+  return n;
+}
+
 void onednn_execute(const char* op, const CachedPrimitive& p,
-                    std::unordered_map<int, dnnl::memory> args) {
+                    std::unordered_map<int, dnnl::memory> args,
+                    const std::shared_ptr<Storage>* weights) {
   try {
     const dnnl::engine& eng = onednn_engine();
     dnnl::stream stream(eng);
@@ -83,6 +148,10 @@ void onednn_execute(const char* op, const CachedPrimitive& p,
       auto it = args.find(arg);
       if (it == args.end() || it->second.get_desc() == md) continue;
       dnnl::memory user = it->second;
+      if (arg == DNNL_ARG_WEIGHTS && weights != nullptr && *weights != nullptr) {
+        it->second = packed_weights(*weights, user, md, stream, buffers);
+        continue;
+      }
       dnnl::memory mine = scratch_memory(md);
       if (arg == DNNL_ARG_DST)
         dst_back.emplace(mine, user);
@@ -103,6 +172,150 @@ void onednn_execute(const char* op, const CachedPrimitive& p,
   } catch (const dnnl::error& e) {
     throw Error(detail::str(op, ": oneDNN failed: ", e.what()));
   }
+}
+
+namespace {
+
+/// The memory desc of a binary post-op operand t for a destination of dims `dst` that holds
+/// the logical result `shape` (dst is shape itself, or shape with its leading dims folded
+/// into rows); nullopt when t does not broadcast to it in a form oneDNN reads.
+std::optional<dnnl::memory::desc> binary_desc(const Tensor& t, const Shape& shape,
+                                              const dnnl::memory::dims& dst) {
+  if (t.dtype() != DType::f32 || !t.is_contiguous() || t.dim() > static_cast<int64_t>(shape.size()))
+    return std::nullopt;
+  const size_t rank = shape.size();
+  Shape ts(rank, 1); // t's sizes, right-aligned to shape
+  for (int64_t d = 0; d < t.dim(); ++d)
+    ts[rank - static_cast<size_t>(t.dim()) + static_cast<size_t>(d)] = t.size(d);
+  for (size_t d = 0; d < rank; ++d)
+    if (ts[d] != 1 && ts[d] != shape[d]) return std::nullopt;
+  using dt = dnnl::memory::data_type;
+  auto plain = [](dnnl::memory::dims dims) {
+    dnnl::memory::dims strides(dims.size(), 1);
+    for (size_t d = dims.size(); d-- > 1;)
+      strides[d - 1] = strides[d] * std::max<int64_t>(1, dims[d]);
+    return dnnl::memory::desc(dims, dt::f32, strides);
+  };
+  if (dst.size() == rank) return plain(dnnl::memory::dims(ts.begin(), ts.end()));
+  if (dst.size() != 2 || rank < 2) return std::nullopt;
+  // Folded rows: t is the whole result, one row broadcast (a bias) or one column.
+  bool lead_ones = true, lead_full = true;
+  for (size_t d = 0; d + 1 < rank; ++d) {
+    lead_ones = lead_ones && ts[d] == 1;
+    lead_full = lead_full && ts[d] == shape[d];
+  }
+  if (lead_ones) return plain({1, ts[rank - 1]});
+  if (lead_full) return plain({dst[0], ts[rank - 1]});
+  return std::nullopt;
+}
+
+} // namespace
+
+bool onednn_post_ops(const Epilogue& ep, std::span<const Tensor> operands,
+                     const dnnl::memory::dims& dst_dims, dnnl::post_ops& po,
+                     std::vector<int64_t>& key, std::unordered_map<int, dnnl::memory>& args) {
+  using algo = dnnl::algorithm;
+  auto float_bits = [](float f) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    return static_cast<int64_t>(bits);
+  };
+  // The post-ops in order; scalar steps are eltwise_linear (alpha * y + beta), and
+  // neighbouring ones are composed into one.
+  struct Item {
+    algo a = algo::undef;
+    float alpha = 0, beta = 0;
+    std::optional<dnnl::memory::desc> md; // binary: the operand's
+    const Tensor* operand = nullptr;
+  };
+  std::vector<Item> items;
+  auto linear = [&](float alpha, float beta) {
+    if (!items.empty() && items.back().a == algo::eltwise_linear) {
+      Item& l = items.back(); // alpha (l.alpha y + l.beta) + beta
+      l.beta = alpha * l.beta + beta;
+      l.alpha *= alpha;
+    } else {
+      items.push_back({algo::eltwise_linear, alpha, beta, std::nullopt, nullptr});
+    }
+  };
+  for (const PostOp& op : ep.ops) {
+    auto eltwise = [&](algo a, float alpha) {
+      items.push_back({a, alpha, 0.f, std::nullopt, nullptr});
+    };
+    switch (op.kind) {
+    case PostOp::Kind::relu: eltwise(algo::eltwise_relu, 0.f); break;
+    case PostOp::Kind::gelu_erf: eltwise(algo::eltwise_gelu_erf, 0.f); break;
+    case PostOp::Kind::gelu_tanh: eltwise(algo::eltwise_gelu_tanh, 0.f); break;
+    case PostOp::Kind::silu: eltwise(algo::eltwise_swish, 1.f); break;
+    case PostOp::Kind::sigmoid: eltwise(algo::eltwise_logistic, 0.f); break;
+    case PostOp::Kind::tanh: eltwise(algo::eltwise_tanh, 0.f); break;
+    case PostOp::Kind::binary: {
+      if (op.is_scalar) {
+        // y op s as alpha * y + beta; s / y has no such form.
+        const float s = static_cast<float>(op.scalar);
+        switch (op.op) {
+        case Op::add: linear(1.f, s); break;
+        case Op::mul: linear(s, 0.f); break;
+        case Op::sub: linear(op.operand_first ? -1.f : 1.f, op.operand_first ? s : -s); break;
+        case Op::div:
+          if (op.operand_first) return false;
+          linear(1.f / s, 0.f);
+          break;
+        default: return false;
+        }
+        break;
+      }
+      if (op.operand_first && (op.op == Op::sub || op.op == Op::div)) return false;
+      algo a;
+      switch (op.op) {
+      case Op::add: a = algo::binary_add; break;
+      case Op::sub: a = algo::binary_sub; break;
+      case Op::mul: a = algo::binary_mul; break;
+      case Op::div: a = algo::binary_div; break;
+      default: return false;
+      }
+      auto md = binary_desc(operands[op.operand], ep.sizes, dst_dims);
+      if (!md) return false;
+      items.push_back({a, 0.f, 0.f, md, &operands[op.operand]});
+      break;
+    }
+    }
+  }
+  // oneDNN 2.6's GEMM post-op kernel applies the first eltwise_linear's alpha and beta to a
+  // second one after another op (a wrong answer the epilogue tests caught): such a chain
+  // runs op by op.
+  if (std::count_if(items.begin(), items.end(),
+                    [](const Item& i) { return i.a == algo::eltwise_linear; }) > 1)
+    return false;
+  for (size_t index = 0; index < items.size(); ++index) {
+    const Item& it = items[index];
+    key.insert(key.end(), {static_cast<int64_t>(it.a), float_bits(it.alpha), float_bits(it.beta)});
+    if (!it.md) {
+      po.append_eltwise(1.f, it.a, it.alpha, it.beta);
+      continue;
+    }
+    po.append_binary(it.a, *it.md);
+    for (int64_t d : it.md->dims())
+      key.push_back(d);
+    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(index)) | DNNL_ARG_SRC_1,
+                 dnnl::memory(*it.md, onednn_engine(), it.operand->raw_data()));
+  }
+  return true;
+}
+
+dnnl::memory::dims onednn_strides(const Tensor& t) {
+  dnnl::memory::dims s(t.strides().begin(), t.strides().end());
+  for (size_t d = s.size(); d-- > 0;)
+    if (t.size(static_cast<int64_t>(d)) == 1)
+      s[d] = d + 1 < s.size() ? s[d + 1] * std::max<int64_t>(1, t.size(static_cast<int64_t>(d) + 1))
+                              : 1;
+  return s;
+}
+
+void reject_reference_impl(const dnnl::primitive_desc_base& pd) {
+  const std::string impl = pd.impl_info_str();
+  if (impl.rfind("ref", 0) == 0)
+    throw dnnl::error(dnnl_unimplemented, "only oneDNN's reference implementation");
 }
 
 #endif

@@ -6,7 +6,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
+
+#include "runtime/epilogue.h"
 
 #ifdef KILN_HAVE_ONEDNN
 #include <functional>
@@ -52,8 +55,37 @@ cached_primitive(const std::vector<int64_t>& key, const std::function<CachedPrim
 /// waits for it. An argument whose memory's layout differs from p.layouts[arg] is reordered
 /// into that layout first (inputs), or computed in it and reordered back (DNNL_ARG_DST). A
 /// oneDNN failure becomes a kiln::Error naming op.
+///
+/// With `weights` (the storage DNNL_ARG_WEIGHTS lies in, a model parameter), the reordered
+/// weights are kept, keyed by that storage and its version counter, and reused until the
+/// storage is written through kiln (an in-place op bumps the version) or freed.
 void onednn_execute(const char* op, const CachedPrimitive& p,
-                    std::unordered_map<int, dnnl::memory> args);
+                    std::unordered_map<int, dnnl::memory> args,
+                    const std::shared_ptr<Storage>* weights = nullptr);
+
+/// Reordered parameter copies held for onednn_execute (for tests and `kiln bench`).
+size_t onednn_packed_weights();
+
+/// The post-ops of an epilogue for a primitive whose destination has dims `dst_dims`, a
+/// reshape of the logical result shape ep.sizes (matmul folds leading dims into rows).
+/// Appends to `key` what identifies them (for the primitive cache) and to `args` the binary
+/// operands' memories. False when an op has no post-op form for these shapes.
+bool onednn_post_ops(const Epilogue& ep, std::span<const Tensor> operands,
+                     const dnnl::memory::dims& dst_dims, dnnl::post_ops& po,
+                     std::vector<int64_t>& key, std::unordered_map<int, dnnl::memory>& args);
+
+/// Throws dnnl::error when pd's implementation is oneDNN's reference code: slower than the
+/// unfused path, so cached_primitive caches "no primitive" for it.
+void reject_reference_impl(const dnnl::primitive_desc_base& pd);
+
+/// t's strides for a oneDNN memory desc of its sizes: a dim of size 1 may carry any stride
+/// in kiln; it gets one oneDNN accepts.
+dnnl::memory::dims onednn_strides(const Tensor& t);
+
+/// matmul plus an epilogue through one primitive with post-ops into `out` (f32,
+/// contiguous, of ep.sizes); false when oneDNN does not take these shapes (the caller runs
+/// the ops one by one). The weights are packed once when ep.weights_are_parameters.
+bool matmul_with_post_ops(std::span<const Tensor> operands, const Epilogue& ep, Tensor& out);
 #endif
 
 } // namespace kiln::kernels

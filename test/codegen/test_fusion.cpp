@@ -8,6 +8,7 @@
 #include "frontend/frontend_testing.h"
 #include "ir/parser.h"
 #include "passes/fusion.h"
+#include "runtime/kernels/onednn.h"
 
 using namespace kiln;
 using kiln::testing::close_to;
@@ -55,13 +56,125 @@ TEST_CASE("a GELU chain is one kernel", "[fusion]") {
   CHECK(check_kernels([](const Tensor& a) { return gelu(a, "none") - a; }, x) == 1);
 }
 
-TEST_CASE("a residual MLP block is two library calls and two kernels", "[fusion]") {
+TEST_CASE("a residual MLP block is two library calls with their epilogues", "[fusion]") {
   manual_seed(5);
   Tensor x = randn({16, 64}), w1 = randn({128, 64}), b1 = randn({128}), w2 = randn({64, 128}),
          b2 = randn({64});
   auto block = [&](const Tensor& a) { return relu(linear(gelu(linear(a, w1, b1)), w2, b2) + a); };
-  // matmul, bias+gelu, matmul, bias+residual+relu.
-  CHECK(check_kernels(block, x) == 4);
+  // matmul+bias+gelu, matmul+bias+residual+relu (oneDNN post-ops); without oneDNN, two
+  // matmuls and two generated kernels.
+  CHECK(check_kernels(block, x) == (library_epilogues_available() ? 2 : 4));
+}
+
+TEST_CASE("every epilogue form after a matmul joins the library call", "[fusion][epilogue]") {
+  manual_seed(8);
+  Tensor x = randn({4, 6, 32}), w = randn({24, 32}), b = randn({24}), r = randn({4, 6, 24});
+  Tensor q = randn({2, 3, 5, 16}), k = randn({2, 3, 7, 16});
+  const int64_t one = library_epilogues_available() ? 1 : 2; // the call, or matmul + kernel
+  auto lin = [&](const Tensor& a) { return linear(a, w, b); };
+  CHECK(check_kernels([&](const Tensor& a) { return relu(lin(a)); }, x) == one);
+  CHECK(check_kernels([&](const Tensor& a) { return sigmoid(lin(a)); }, x) == one);
+  CHECK(check_kernels([&](const Tensor& a) { return tanh(lin(a)); }, x) == one);
+  CHECK(check_kernels([&](const Tensor& a) { return silu(lin(a)); }, x) == one);
+  CHECK(check_kernels([&](const Tensor& a) { return gelu(lin(a), "none"); }, x) == one);
+  CHECK(check_kernels([&](const Tensor& a) { return gelu(lin(a), "tanh"); }, x) == one);
+  // Residual add (a whole-result operand over folded rows), scalar forms on both sides.
+  CHECK(check_kernels([&](const Tensor& a, const Tensor& res) { return lin(a) + res; }, x, r) ==
+        one);
+  CHECK(check_kernels([&](const Tensor& a) { return (2.0 - lin(a)) / 4.0; }, x) == one);
+  CHECK(check_kernels([&](const Tensor& a) { return 0.5 * relu(matmul(a, w.t()) - 1.0); }, x) ==
+        one);
+  // Attention scores: a batched product with the same batch dims, scaled.
+  CHECK(check_kernels(
+            [](const Tensor& a, const Tensor& c) { return matmul(a, c.transpose(-2, -1)) * 0.25; },
+            q, k) == one);
+}
+
+TEST_CASE("epilogues without oneDNN give the unfused result bit for bit", "[fusion][epilogue]") {
+  manual_seed(9);
+  Tensor x = randn({10, 32}), w = randn({24, 32}), b = randn({24}), r = randn({10, 24});
+  auto f = [&](const Tensor& a, const Tensor& res) {
+    return gelu(linear(a, w, b), "tanh") * 3.0 + res;
+  };
+  auto c = compile(f);
+  bool was = kernels::set_onednn_enabled(false);
+  Tensor got = c(x, r), want = f(x, r);
+  kernels::set_onednn_enabled(was);
+  KILN_REQUIRE_BITWISE(got, want);
+}
+
+TEST_CASE("packed parameter weights follow in-place updates", "[fusion][epilogue]") {
+  nn::Linear lin(32, 16);
+  auto cm = compile([&](const Tensor& a) { return relu(lin.forward(a)); });
+  manual_seed(10);
+  Tensor x = randn({8, 32});
+  KILN_REQUIRE_CLOSE(cm(x), relu(lin.forward(x)));
+  {
+    NoGradGuard g;
+    lin.weight.mul_(-1.0); // the packed copy is stale now
+  }
+  KILN_REQUIRE_CLOSE(cm(x), relu(lin.forward(x)));
+  lin.load_state_dict(nn::Linear(32, 16).state_dict());
+  KILN_REQUIRE_CLOSE(cm(x), relu(lin.forward(x)));
+}
+
+TEST_CASE("an epilogue stops where an intermediate is read elsewhere", "[fusion][epilogue]") {
+  const char* text = R"(graph @g {
+  %0 : f32[8,16] = input "a"
+  %1 : f32[16,4] = input "b"
+  %2 : f32[8,4] = matmul(%0, %1)
+  %3 : f32[8,4] = relu(%2)
+  %4 : f32[8,4] = tanh(%3)
+  %5 : f32[8,4] = exp(%4)
+  %6 : f32[8,4] = sigmoid(%2)
+  return %5, %3
+})";
+  Expected<std::unique_ptr<ir::Graph>> g = ir::parse_graph(text);
+  REQUIRE(static_cast<bool>(g));
+  // %2 has two readers: no epilogue at all.
+  CHECK(passes::match_library_epilogues(**g).empty());
+  const char* text2 = R"(graph @g {
+  %0 : f32[8,16] = input "a"
+  %1 : f32[16,4] = input "b"
+  %2 : f32[8,4] = matmul(%0, %1)
+  %3 : f32[8,4] = relu(%2)
+  %4 : f32[8,4] = tanh(%3)
+  %5 : f32[8,4] = exp(%4)
+  return %5, %3
+})";
+  g = ir::parse_graph(text2);
+  REQUIRE(static_cast<bool>(g));
+  std::vector<passes::LibraryCall> calls = passes::match_library_epilogues(**g);
+  if (!library_epilogues_available()) return;
+  // %3 is an output: the call ends there and tanh, exp form a kernel.
+  REQUIRE(calls.size() == 1);
+  CHECK(calls[0].epilogue.str() == "relu");
+  CHECK(calls[0].output == calls[0].nodes.back()->output());
+  CHECK(calls[0].nodes.size() == 1);
+  passes::FusionResult fusion = passes::fuse(**g);
+  CHECK(fusion.groups.size() == 1);
+  CHECK(fusion.order.size() == 2);
+}
+
+TEST_CASE("a sum of two products joins one call and the other ends before it",
+          "[fusion][epilogue]") {
+  // Two experts weighted by strided gate columns and summed: the add reads both calls'
+  // results, so only one may own it (owning it twice made a cycle between the steps).
+  manual_seed(11);
+  Tensor x = randn({8, 32}), w1 = randn({16, 32}), w2 = randn({16, 32}), b = randn({16}),
+         gate = softmax(randn({8, 2}), -1);
+  auto f = [&](const Tensor& a, const Tensor& gt) {
+    Tensor e1 = linear(a, w1, b) * gt.slice(1, 0, 1);
+    Tensor e2 = linear(a, w2, b) * gt.slice(1, 1, 2);
+    return relu(e1 + e2);
+  };
+  auto c = compile(f);
+  Tensor want = f(x, gate);
+  KILN_REQUIRE_CLOSE(c(x, gate), want);
+  KILN_REQUIRE_CLOSE(c(x, gate), want);
+  // matmul+bias+gate+sum+relu and matmul+bias+gate; without oneDNN, two matmuls, the
+  // gate columns and one kernel.
+  CHECK(c.stats().kernels == (library_epilogues_available() ? 2 : 3));
 }
 
 TEST_CASE("pointwise chains over views and broadcasts fuse", "[fusion]") {

@@ -1,0 +1,72 @@
+// Epilogues of library contractions: the pointwise ops that follow a matmul or conv2d in a
+// compiled graph (bias, activation, residual add, scaling) and run inside the library call,
+// as oneDNN post-ops, so they cost no extra pass over memory. The fusion pass
+// (passes/fusion) finds them; the Plan runs them through run_with_epilogue.
+//
+// Every epilogue also has an exact eager meaning: the same ops, one by one, through dispatch.
+// That is what runs when oneDNN is off, refuses the shapes or the dtype, or would fall back
+// to a reference implementation; it gives the unfused graph's result bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/ops/op.h"
+#include "runtime/tensor.h"
+
+namespace kiln {
+
+struct PostOp {
+  enum class Kind : uint8_t {
+    relu,      // relu(y)
+    gelu_erf,  // gelu(y, "none") as kiln::gelu traces it
+    gelu_tanh, // gelu(y, "tanh")
+    silu,      // y * sigmoid(y)
+    sigmoid,   // sigmoid(y)
+    tanh,      // tanh(y)
+    binary,    // op(y, t) or op(t, y) with op in add, sub, mul, div
+  };
+  Kind kind = Kind::relu;
+  Op op = Op::add; // binary: the op
+  /// binary: the other operand's index among the step's operands.
+  size_t operand = 0;
+  /// binary: the other operand is the op's first input (only add and mul, or a scalar).
+  bool operand_first = false;
+  /// binary: the other operand is a one-element constant with this value (a wrapped
+  /// number), which oneDNN takes as an eltwise_linear scale or shift.
+  bool is_scalar = false;
+  double scalar = 0;
+
+  std::string str() const;
+};
+
+struct Epilogue {
+  /// The contraction's own operands, first among the step's operands: matmul 2, conv2d 2 or
+  /// 3 (bias).
+  size_t contraction_operands = 2;
+  std::vector<PostOp> ops;
+  /// The result (the last op's output): contiguous.
+  Shape sizes;
+  DType dtype = DType::f32;
+  /// The weights (operand 1) are parameters of the compiled model: oneDNN may keep them
+  /// reordered into its preferred layout, keyed by storage and version counter, so they are
+  /// reordered once and again only after an in-place update.
+  bool weights_are_parameters = false;
+
+  /// "gelu_erf, add %3": for logs and dumps.
+  std::string str() const;
+};
+
+/// Whether library epilogues exist in this build (oneDNN); the fusion pass forms them only
+/// then.
+bool library_epilogues_available();
+
+/// Runs `op` (matmul or conv2d, with `attrs`) on the first ep.contraction_operands operands,
+/// then ep's ops, and returns the result: through one oneDNN primitive with post-ops when it
+/// can, else through dispatch op by op.
+Tensor run_with_epilogue(Op op, const Attrs& attrs, std::span<const Tensor> operands,
+                         const Epilogue& ep);
+
+} // namespace kiln
