@@ -88,7 +88,11 @@ Executable::Executable(std::unique_ptr<ir::Graph> graph, std::vector<size_t> inp
         call.rows = gk.rows;
         call.grain = gk.schedule.grain;
         Plan::Step st;
+        std::vector<std::pair<size_t, int>> results, operands; // step index, kernel buffer
         for (size_t b = 0; b < gk.buffers.size(); ++b) {
+          (gk.kernel.buffers[b].output ? results : operands)
+              .push_back({gk.kernel.buffers[b].output ? st.results.size() : st.operands.size(),
+                          static_cast<int>(b)});
           if (gk.kernel.buffers[b].output) {
             const ir::Type& type = gk.buffers[b]->type();
             KILN_ASSERT(type.is_contiguous(),
@@ -100,6 +104,9 @@ Executable::Executable(std::unique_ptr<ir::Graph> graph, std::vector<size_t> inp
             st.operands.push_back(slot_of(gk.buffers[b]));
           }
         }
+        for (auto [r, rb] : results)
+          for (auto [o, ob] : operands)
+            if (gk.kernel.may_write_over(rb, ob)) st.may_reuse.push_back({r, o});
         kernel_texts_.push_back("schedule " + gk.schedule.str() + "\n" + gk.kernel.str());
         st.kernel = plan_.add_kernel(std::move(call));
         ++kernels_;
@@ -128,6 +135,7 @@ Executable::Executable(std::unique_ptr<ir::Graph> graph, std::vector<size_t> inp
     ++kernels_;
   }
   plan_.finish(num_slots);
+  if (log && generated) *log += "memory " + plan_.memory_plan().str() + "\n";
 }
 
 int64_t Executable::generated_kernels() const {

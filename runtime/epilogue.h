@@ -65,8 +65,9 @@ bool library_epilogues_available();
 
 /// Runs `op` (matmul or conv2d, with `attrs`) on the first ep.contraction_operands operands,
 /// then ep's ops, and returns the result: through one oneDNN primitive with post-ops when it
-/// can, else through dispatch op by op.
+/// can, else through dispatch op by op. With `out` (contiguous, of ep's sizes and dtype: a
+/// planned buffer), the result is written there and `*out` returned.
 Tensor run_with_epilogue(Op op, const Attrs& attrs, std::span<const Tensor> operands,
-                         const Epilogue& ep);
+                         const Epilogue& ep, const Tensor* out = nullptr);
 
 } // namespace kiln

@@ -2,6 +2,7 @@
 #include "runtime/plan.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <unordered_map>
 
 #include "runtime/error.h"
@@ -14,18 +15,16 @@ namespace kiln {
 namespace {
 
 void run_kernel(const Plan::KernelCall& k, std::span<const Tensor> operands,
-                std::span<const size_t> results, std::vector<Tensor>& slots) {
+                std::span<const size_t> results, const std::vector<Tensor>& slots) {
   std::vector<char*> buffers;
   buffers.reserve(operands.size() + results.size());
   bool empty = k.rows == 0;
   for (const Tensor& t : operands)
     buffers.push_back(t.numel() == 0 ? nullptr : static_cast<char*>(t.raw_data()));
-  for (size_t i = 0; i < results.size(); ++i) {
-    const Plan::KernelCall::Output& o = k.outputs[i];
-    Tensor out = kiln::empty(o.sizes, o.dtype);
+  for (size_t s : results) {
+    const Tensor& out = slots[s];
     empty = empty || out.numel() == 0;
     buffers.push_back(out.numel() == 0 ? nullptr : static_cast<char*>(out.raw_data()));
-    slots[results[i]] = std::move(out);
   }
   if (empty) return;
   KernelEntry entry = k.entry;
@@ -35,6 +34,16 @@ void run_kernel(const Plan::KernelCall& k, std::span<const Tensor> operands,
     return;
   }
   parallel_for(0, k.rows, k.grain, [&](int64_t b, int64_t e) { entry(args, b, e); });
+}
+
+size_t aligned(size_t nbytes) {
+  return (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+}
+
+std::string mib(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
 }
 
 } // namespace
@@ -81,6 +90,138 @@ void Plan::finish(size_t num_slots) {
     if (!keep.at(s)) steps_[step].release.push_back(s);
   for (Step& st : steps_)
     std::sort(st.release.begin(), st.release.end());
+  plan_memory(keep);
+}
+
+std::string Plan::MemoryPlan::str() const {
+  return "arena " + mib(arena_bytes) + " for " + std::to_string(buffers) + " buffers of " +
+         mib(planned_bytes) + " (" + std::to_string(in_place) + " in place)";
+}
+
+void Plan::plan_memory(const std::vector<bool>& keep) {
+  placement_.assign(num_slots_, Placement{});
+  memory_ = MemoryPlan{};
+  // Alias classes: a view's result shares storage with its operands.
+  std::vector<size_t> parent(num_slots_);
+  for (size_t s = 0; s < num_slots_; ++s)
+    parent[s] = s;
+  auto find = [&](size_t s) {
+    while (parent[s] != s)
+      s = parent[s] = parent[parent[s]];
+    return s;
+  };
+  std::vector<int64_t> def(num_slots_, -1);
+  for (size_t k = 0; k < steps_.size(); ++k) {
+    const Step& st = steps_[k];
+    auto place = [&](size_t slot, IntList sizes, DType dtype) {
+      placement_[slot] = {true, 0, static_cast<size_t>(numel_of(sizes) * itemsize(dtype)),
+                          Shape(sizes.begin(), sizes.end()), dtype};
+      def[slot] = static_cast<int64_t>(k);
+    };
+    if (st.kernel >= 0) {
+      const KernelCall& call = kernels_[static_cast<size_t>(st.kernel)];
+      for (size_t i = 0; i < st.results.size(); ++i)
+        place(st.results[i], call.outputs[i].sizes, call.outputs[i].dtype);
+    } else if (st.epilogue) {
+      place(st.results[0], st.epilogue->sizes, st.epilogue->dtype);
+    } else if (schema(st.op).kind == OpKind::view) {
+      for (size_t r : st.results)
+        for (size_t o : st.operands)
+          parent[find(r)] = find(o);
+    }
+    // Any other eager call returns fresh tensors.
+  }
+  // A class lives until the last read of any member; one the caller sees is not planned.
+  std::vector<int64_t> end(num_slots_, -1);
+  std::vector<char> escapes(num_slots_, 0);
+  for (size_t k = 0; k < steps_.size(); ++k)
+    for (size_t s : steps_[k].operands)
+      end[find(s)] = std::max(end[find(s)], static_cast<int64_t>(k));
+  for (size_t s = 0; s < num_slots_; ++s)
+    if (keep[s]) escapes[find(s)] = 1;
+  struct Block {
+    int64_t first = 0, last = 0;
+    size_t nbytes = 0, offset = 0;
+  };
+  std::vector<Block> blocks;
+  std::vector<int64_t> block_of(num_slots_, -1);
+  for (size_t k = 0; k < steps_.size(); ++k) {
+    const Step& st = steps_[k];
+    std::vector<size_t> taken; // operands written over at this step
+    for (size_t i = 0; i < st.results.size(); ++i) {
+      const size_t r = st.results[i];
+      Placement& p = placement_[r];
+      if (!p.planned) continue;
+      if (escapes[find(r)]) {
+        p.planned = false;
+        continue;
+      }
+      const int64_t last = std::max(end[find(r)], def[r]);
+      ++memory_.buffers;
+      memory_.planned_bytes += aligned(p.nbytes);
+      // In place: an operand buffer of the same size whose class dies here.
+      int64_t reuse = -1;
+      for (auto [res, op] : st.may_reuse) {
+        if (res != i) continue;
+        const size_t o = st.operands.at(op);
+        if (block_of[o] < 0 || end[find(o)] != static_cast<int64_t>(k) ||
+            placement_[o].nbytes != p.nbytes ||
+            std::find(taken.begin(), taken.end(), o) != taken.end())
+          continue;
+        reuse = block_of[o];
+        taken.push_back(o);
+        break;
+      }
+      if (reuse >= 0) {
+        Block& b = blocks[static_cast<size_t>(reuse)];
+        b.last = std::max(b.last, last);
+        block_of[r] = reuse;
+        ++memory_.in_place;
+        continue;
+      }
+      block_of[r] = static_cast<int64_t>(blocks.size());
+      blocks.push_back({static_cast<int64_t>(k), last, aligned(p.nbytes), 0});
+    }
+  }
+  // Largest first, each at the lowest offset free over its lifetime.
+  std::vector<size_t> order(blocks.size());
+  for (size_t b = 0; b < blocks.size(); ++b)
+    order[b] = b;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return blocks[a].nbytes > blocks[b].nbytes; });
+  std::vector<size_t> placed;
+  for (size_t b : order) {
+    Block& me = blocks[b];
+    std::vector<std::pair<size_t, size_t>> busy; // [offset, end) of blocks alive with me
+    for (size_t o : placed)
+      if (blocks[o].first <= me.last && me.first <= blocks[o].last)
+        busy.push_back({blocks[o].offset, blocks[o].offset + blocks[o].nbytes});
+    std::sort(busy.begin(), busy.end());
+    size_t offset = 0;
+    for (auto [lo, hi] : busy) {
+      if (offset + me.nbytes <= lo) break;
+      offset = std::max(offset, hi);
+    }
+    me.offset = offset;
+    memory_.arena_bytes = std::max(memory_.arena_bytes, offset + me.nbytes);
+    placed.push_back(b);
+  }
+  for (size_t s = 0; s < num_slots_; ++s)
+    if (placement_[s].planned)
+      placement_[s].offset = blocks[static_cast<size_t>(block_of[s])].offset;
+}
+
+Tensor Plan::placed(size_t slot, const std::shared_ptr<Storage>& arena) const {
+  const Placement& p = placement_[slot];
+  if (p.nbytes == 0 || !arena) return kiln::empty(p.sizes, p.dtype);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = p.sizes;
+  impl->strides = contiguous_strides(p.sizes);
+  impl->offset = static_cast<int64_t>(p.offset) / itemsize(p.dtype);
+  impl->dtype = p.dtype;
+  impl->device = Device::cpu();
+  impl->storage = arena;
+  return Tensor(std::move(impl));
 }
 
 std::vector<Tensor> Plan::run(std::span<const Tensor> inputs) const {
@@ -93,15 +234,26 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs) const {
                " of a compiled graph is unbound (", inputs.size(), " given)");
     slots[s] = inputs[k];
   }
+  // One block for every planned buffer of this run (runs may overlap on other threads).
+  std::shared_ptr<Storage> arena;
+  if (memory_.arena_bytes > 0)
+    arena = std::make_shared<Storage>(memory_.arena_bytes, Device::cpu());
   std::vector<Tensor> operands;
   for (const Step& st : steps_) {
     operands.clear();
     for (size_t s : st.operands)
       operands.push_back(slots[s]);
     if (st.kernel >= 0) {
-      run_kernel(kernels_[static_cast<size_t>(st.kernel)], operands, st.results, slots);
+      const KernelCall& k = kernels_[static_cast<size_t>(st.kernel)];
+      for (size_t i = 0; i < st.results.size(); ++i)
+        slots[st.results[i]] = placement_[st.results[i]].planned
+                                   ? placed(st.results[i], arena)
+                                   : kiln::empty(k.outputs[i].sizes, k.outputs[i].dtype);
+      run_kernel(k, operands, st.results, slots);
     } else if (st.epilogue) {
-      slots[st.results[0]] = run_with_epilogue(st.op, *st.attrs, operands, *st.epilogue);
+      Tensor out = placement_[st.results[0]].planned ? placed(st.results[0], arena) : Tensor();
+      slots[st.results[0]] = run_with_epilogue(st.op, *st.attrs, operands, *st.epilogue,
+                                               out.defined() ? &out : nullptr);
     } else {
       std::vector<Tensor> r = dispatch(st.op, operands, *st.attrs);
       for (size_t k = 0; k < st.results.size(); ++k)

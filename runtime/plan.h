@@ -1,10 +1,16 @@
 // Plan: what one run of a compiled graph does, in order, as the runtime executes it. Values
 // live in numbered slots: constants and inputs are bound first; each step reads slots and
-// defines slots (a generated kernel allocates its outputs and runs its rows on the thread
-// pool; an eager call dispatches an op, which is also how library calls such as oneDNN
-// matmul and ops with no lowering run); slots are released after their last read; the
-// in-place writes land last. The frontend builds a Plan from a graph (frontend/executable);
-// nothing here knows the IR.
+// defines slots (a generated kernel runs its rows on the thread pool; an eager call
+// dispatches an op, which is also how library calls such as oneDNN matmul and ops with no
+// lowering run); slots are released after their last read; the in-place writes land last.
+//
+// Memory plan (finish): the results of generated kernels and library calls that the caller
+// never sees live in one arena per run, at offsets chosen over the whole plan: a buffer's
+// lifetime runs from the step that defines it to the last read of it or of any view of it,
+// and buffers whose lifetimes do not meet share bytes (placed largest first at the lowest
+// offset free for their lifetime). A kernel result may take the very bytes of an operand
+// that dies at that step, when the kernel allows it (Step::may_reuse). The frontend builds a Plan
+// from a graph (frontend/executable); nothing here knows the IR.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +51,17 @@ public:
     std::vector<size_t> operands; // slots
     std::vector<size_t> results;  // slots
     std::vector<size_t> release;  // slots whose last read is this step
+    /// (result, operand) pairs of a generated kernel: the result may take the operand's
+    /// buffer when the operand dies here (ir::kernel::Kernel::may_write_over).
+    std::vector<std::pair<size_t, size_t>> may_reuse;
+  };
+  /// What the memory plan decided (finish).
+  struct MemoryPlan {
+    size_t arena_bytes = 0;   // one block per run
+    size_t planned_bytes = 0; // the planned buffers' sum: what they take without reuse
+    size_t buffers = 0;       // results placed in the arena
+    size_t in_place = 0;      // of them, results written over a dying operand
+    std::string str() const;
   };
   struct Write {
     size_t target = 0, source = 0; // slots: copy source into target when the run ends
@@ -70,8 +87,18 @@ public:
   std::span<const Step> steps() const { return steps_; }
   std::span<const KernelCall> kernels() const { return kernels_; }
   std::span<const Write> writes() const { return writes_; }
+  const MemoryPlan& memory_plan() const { return memory_; }
 
 private:
+  /// Where a planned slot lives in the arena.
+  struct Placement {
+    bool planned = false;
+    size_t offset = 0, nbytes = 0; // bytes
+    Shape sizes;                   // contiguous
+    DType dtype = DType::f32;
+  };
+  void plan_memory(const std::vector<bool>& keep);
+  Tensor placed(size_t slot, const std::shared_ptr<Storage>& arena) const;
   size_t num_slots_ = 0;
   std::vector<std::pair<size_t, Tensor>> constants_;
   std::vector<std::pair<size_t, size_t>> inputs_; // slot, caller input index
@@ -79,6 +106,8 @@ private:
   std::vector<Step> steps_;
   std::vector<size_t> outputs_;
   std::vector<Write> writes_;
+  std::vector<Placement> placement_; // per slot
+  MemoryPlan memory_;
 };
 
 } // namespace kiln

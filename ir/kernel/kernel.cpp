@@ -20,6 +20,54 @@ int64_t Kernel::outer_numel() const {
   return n;
 }
 
+bool Kernel::may_write_over(int out, int in) const {
+  const Buffer& o = buffers.at(static_cast<size_t>(out));
+  const Buffer& i = buffers.at(static_cast<size_t>(in));
+  if (!o.output || i.output || o.dtype != i.dtype || o.extent != i.extent) return false;
+  // Program order: (item, position in its loop body). The stores to `out` (a reduction's
+  // stash may store and reload it) all at one index, and every load of `in` at that index
+  // and before the first store.
+  struct At {
+    size_t item = 0, pos = 0;
+  };
+  const Instr* store = nullptr;
+  At first_store;
+  std::vector<std::pair<const Instr*, At>> loads;
+  for (size_t it = 0; it < items.size(); ++it) {
+    const bool in_loop = items[it].instr < 0;
+    auto visit = [&](int id, size_t pos) {
+      const Instr& x = instrs[static_cast<size_t>(id)];
+      if (x.kind == Instr::Kind::load && x.buffer == in) loads.push_back({&x, At{it, pos}});
+      if (x.kind != Instr::Kind::store || x.buffer != out)
+        return x.kind != Instr::Kind::store || x.buffer != in;
+      if (store && !(x.index == store->index)) return false;
+      // Each store writes every element once: as many points as elements.
+      int64_t points = outer_numel();
+      if (in_loop)
+        for (int64_t s : inner)
+          points *= s;
+      if (points != o.extent) return false;
+      if (!store) first_store = {it, pos};
+      store = &x;
+      return true;
+    };
+    if (!in_loop) {
+      if (!visit(items[it].instr, 0)) return false;
+      continue;
+    }
+    const Loop& l = loops[static_cast<size_t>(items[it].loop)];
+    for (size_t p = 0; p < l.body.size(); ++p)
+      if (!visit(l.body[p], p)) return false;
+  }
+  if (!store) return false;
+  for (const auto& [load, at] : loads) {
+    if (!(load->index == store->index)) return false;
+    if (at.item > first_store.item || (at.item == first_store.item && at.pos >= first_store.pos))
+      return false;
+  }
+  return true;
+}
+
 namespace {
 
 std::string list(const std::vector<int64_t>& v) {

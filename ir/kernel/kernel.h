@@ -78,6 +78,12 @@ struct Kernel {
   int num_vars() const { return static_cast<int>(outer.size() + inner.size()); }
   std::vector<int64_t> extents() const;
   int64_t outer_numel() const;
+  /// Whether output buffer `out` may share memory with input buffer `in` (an in-place
+  /// kernel, when the input dies here): both of one dtype and extent, each store to out
+  /// writes every element once at one index, and every load of `in` reads the element the
+  /// stores write, before the first store. Then no element of `in` is read after it is
+  /// overwritten, on any thread.
+  bool may_write_over(int out, int in) const;
   /// The full text form: the on-disk cache keys on it, so it names everything the generated
   /// code depends on.
   std::string str() const;

@@ -40,13 +40,13 @@ std::string Epilogue::str() const {
 bool library_epilogues_available() { return kernels::onednn_available(); }
 
 Tensor run_with_epilogue(Op op, const Attrs& attrs, std::span<const Tensor> operands,
-                         const Epilogue& ep) {
+                         const Epilogue& ep, const Tensor* out) {
   KILN_ASSERT(operands.size() >= ep.contraction_operands, "epilogue of ", op_name(op), ": ",
               operands.size(), " operands for a contraction of ", ep.contraction_operands);
 #ifdef KILN_HAVE_ONEDNN
   if (kernels::onednn_enabled() && ep.dtype == DType::f32 && op == Op::matmul) {
-    Tensor out = kiln::empty(ep.sizes);
-    if (kernels::matmul_with_post_ops(operands, ep, out)) return out;
+    Tensor dst = out ? *out : kiln::empty(ep.sizes);
+    if (kernels::matmul_with_post_ops(operands, ep, dst)) return dst;
   }
 #endif
   Tensor y = dispatch1(op, operands.first(ep.contraction_operands), attrs);
@@ -65,7 +65,10 @@ Tensor run_with_epilogue(Op op, const Attrs& attrs, std::span<const Tensor> oper
     }
     }
   }
-  return y;
+  if (!out) return y;
+  Tensor dst = *out;
+  dispatch(Op::copy, std::span<const Tensor>(&y, 1), {}, std::span<Tensor>(&dst, 1));
+  return dst;
 }
 
 namespace kernels {

@@ -278,3 +278,84 @@ TEST_CASE("a stashed value serves only the output it is stored in", "[fusion]") 
   for (size_t i = 0; i < 3; ++i)
     CHECK(close_to(got[i], want[i]));
 }
+
+namespace {
+
+/// For each kernel of a parsed graph's one group: may output 0 write over input `in`?
+bool writes_over(const char* text, int in) {
+  Expected<std::unique_ptr<ir::Graph>> g = ir::parse_graph(text);
+  REQUIRE(static_cast<bool>(g));
+  passes::FusionResult fusion = passes::fuse(**g);
+  REQUIRE(fusion.groups.size() == 1);
+  std::vector<const ir::Value*> buffers;
+  ir::kernel::Kernel k = passes::lower_group(fusion.groups[0], "k", buffers);
+  int out = -1;
+  for (size_t b = 0; b < k.buffers.size(); ++b)
+    if (k.buffers[b].output) out = static_cast<int>(b);
+  REQUIRE(out >= 0);
+  INFO(k.str());
+  return k.may_write_over(out, in);
+}
+
+} // namespace
+
+TEST_CASE("a kernel may write over an input it reads only where it writes", "[fusion][memory]") {
+  // exp(x) + b: x is read at the store's index; b (a broadcast row) is not.
+  const char* pointwise = R"(graph @g {
+  %0 : f32[64,32] = input "x"
+  %1 : f32[32] = input "b"
+  %2 : f32[64,32] = exp(%0)
+  %3 : f32[64,32] = add(%2, %1)
+  return %3
+})";
+  CHECK(writes_over(pointwise, 0));
+  CHECK_FALSE(writes_over(pointwise, 1));
+  // Softmax reads each row in its reduction loops before the loop that stores it.
+  const char* softmax = R"(graph @g {
+  %0 : f32[64,32] = input "x"
+  %1 : f32[64,1] = amax(%0) {dims = [-1], keepdim = true}
+  %2 : f32[64,32] = sub(%0, %1)
+  %3 : f32[64,32] = exp(%2)
+  %4 : f32[64,1] = sum(%3) {dims = [-1], keepdim = true, dtype = f32}
+  %5 : f32[64,32] = div(%3, %4)
+  return %5
+})";
+  CHECK(writes_over(softmax, 0));
+  // A transposed read meets elements other threads write: never in place.
+  const char* transposed = R"(graph @g {
+  %0 : f32[32,32] = input "x"
+  %1 : f32[32,32]{1,32} = permute(%0) {dims = [1, 0]}
+  %2 : f32[32,32] = exp(%1)
+  return %2
+})";
+  CHECK_FALSE(writes_over(transposed, 0));
+  // A reduction's output is smaller than its input; a cast changes the element size.
+  const char* reduction = R"(graph @g {
+  %0 : f32[64,32] = input "x"
+  %1 : f32[64] = sum(%0) {dims = [-1], keepdim = false, dtype = f32}
+  return %1
+})";
+  CHECK_FALSE(writes_over(reduction, 0));
+  const char* cast = R"(graph @g {
+  %0 : f32[64,32] = input "x"
+  %1 : bool[64,32] = gt(%0, %0)
+  return %1
+})";
+  CHECK_FALSE(writes_over(cast, 0));
+}
+
+TEST_CASE("compiled graphs with planned and in-place buffers match eager", "[fusion][memory]") {
+  // Kernels between library calls: their buffers live in the arena, some written in place.
+  manual_seed(12);
+  Tensor x = randn({16, 48}), w = randn({48, 48});
+  auto f = [&](const Tensor& a) {
+    Tensor h = softmax(matmul(a, w), -1);    // a kernel over the matmul's result
+    Tensor g = layer_norm(h, {48});          // another, over the first's
+    Tensor y = matmul(g.exp(), w).sum({-1}); // exp in place of g; the product is eager
+    return y + matmul(softmax(h, 0), w).sum({-1});
+  };
+  auto c = compile(f);
+  Tensor want = f(x);
+  for (int k = 0; k < 3; ++k)
+    KILN_REQUIRE_CLOSE(c(x), want);
+}
