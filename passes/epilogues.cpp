@@ -56,7 +56,8 @@ const ir::Node* with_constant(const ir::Node* n, Op op, const ir::Value* a, doub
 class Matcher {
 public:
   Matcher(const ir::Node* anchor, LibraryCall& call, std::unordered_set<const ir::Node*>& claimed)
-      : call_(call), claimed_(claimed), shape_(anchor->output()->type().sizes()) {}
+      : call_(call), claimed_(claimed), shape_(anchor->output()->type().sizes()),
+        scalars_only_(anchor->op() == Op::conv2d) {}
 
   /// Extends the chain by one op after y (the chain's current result); returns the new
   /// result, or null when the next reader is no epilogue op.
@@ -83,6 +84,10 @@ public:
         // Also an operand: the eager form of the epilogue reads it.
       }
       if (t->type().dtype() != DType::f32 && !p.is_scalar) return nullptr;
+      // After a conv, tensor operands stay in kernels: oneDNN 2.6 reads a whole-tensor one
+      // (a residual) only in the destination's blocked layout, and its per-channel binary
+      // post-ops (a batch norm's four) made the convolution slower than the kernel pass.
+      if (!p.is_scalar && scalars_only_) return nullptr;
       if (p.operand_first && !p.is_scalar && (u->op() == Op::sub || u->op() == Op::div))
         return nullptr;
       p.operand = call_.operands.size();
@@ -197,6 +202,7 @@ private:
   LibraryCall& call_;
   std::unordered_set<const ir::Node*>& claimed_;
   Shape shape_;
+  bool scalars_only_ = false; // a conv: no tensor operands
 };
 
 } // namespace
@@ -206,10 +212,15 @@ std::vector<LibraryCall> match_library_epilogues(const ir::Graph& g) {
   if (!library_epilogues_available()) return calls;
   std::unordered_set<const ir::Node*> claimed;
   for (const ir::Node* n : g.node_list()) {
-    if (n->op() != Op::matmul || n->num_outputs() != 1) continue;
+    if ((n->op() != Op::matmul && n->op() != Op::conv2d) || n->num_outputs() != 1) continue;
     const ir::Value* y = n->output();
-    if (y->type().dtype() != DType::f32 || n->input(0)->type().sizes().size() < 2 ||
-        n->input(1)->type().sizes().size() < 2)
+    if (y->type().dtype() != DType::f32) continue;
+    bool f32_inputs = true;
+    for (const ir::Value* v : n->inputs())
+      f32_inputs = f32_inputs && v->type().dtype() == DType::f32;
+    if (!f32_inputs) continue;
+    if (n->op() == Op::matmul &&
+        (n->input(0)->type().sizes().size() < 2 || n->input(1)->type().sizes().size() < 2))
       continue;
     LibraryCall call;
     call.anchor = n;

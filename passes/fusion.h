@@ -66,10 +66,11 @@ struct FusionOptions {
   bool fuse = true;
 };
 
-/// The library calls with epilogues in a graph: each f32 matmul whose result feeds, with no
-/// other reader, a chain of epilogue ops (relu, gelu in both of kiln::gelu's forms, silu,
-/// sigmoid, tanh, and add/sub/mul/div by a one-element constant or by a tensor of the
-/// result's shape or broadcast to it). Empty when library epilogues are unavailable.
+/// The library calls with epilogues in a graph: each f32 matmul or conv2d whose result feeds,
+/// with no other reader, a chain of epilogue ops (relu, gelu in both of kiln::gelu's forms,
+/// silu, sigmoid, tanh, and add/sub/mul/div by a one-element constant or by a tensor of the
+/// result's shape or broadcast to it; after a conv2d, constants only). A node joins at most
+/// one call. Empty when library epilogues are unavailable.
 std::vector<LibraryCall> match_library_epilogues(const ir::Graph& g);
 
 /// Whether the code generator lowers this node (the op, its attributes and dtypes).

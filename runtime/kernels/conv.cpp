@@ -115,22 +115,32 @@ template <typename T> T* dense_data(const Tensor& t, std::vector<T>& buf) {
 }
 
 /// Runs the convolution through a cached oneDNN primitive; false when oneDNN has no
-/// implementation for this dtype on this CPU.
+/// implementation for this dtype on this CPU. With `ep`, its ops are the primitive's
+/// post-ops (their operands in ep_operands) and parameter weights are packed once.
 template <typename T>
 bool conv_onednn(std::span<const Tensor> in, const ConvParams& p, Tensor& out,
-                 dnnl::memory::data_type dt) {
+                 dnnl::memory::data_type dt, const Epilogue* ep = nullptr,
+                 std::span<const Tensor> ep_operands = {}) {
   using tag = dnnl::memory::format_tag;
   using dims = dnnl::memory::dims;
   const bool has_bias = in.size() == 3;
-  const std::vector<int64_t> key{2,       static_cast<int64_t>(dt),
-                                 p.n,     p.c,
-                                 p.h,     p.w,
-                                 p.o,     p.kh,
-                                 p.kw,    p.sh,
-                                 p.sw,    p.ph,
-                                 p.pw,    p.dh,
-                                 p.dw,    p.groups,
-                                 has_bias};
+  std::vector<int64_t> key{2,       static_cast<int64_t>(dt),
+                           p.n,     p.c,
+                           p.h,     p.w,
+                           p.o,     p.kh,
+                           p.kw,    p.sh,
+                           p.sw,    p.ph,
+                           p.pw,    p.dh,
+                           p.dw,    p.groups,
+                           has_bias};
+  std::unordered_map<int, dnnl::memory> args;
+  dnnl::post_ops po;
+  const bool packable = ep && ep->weights_are_parameters;
+  if (ep) {
+    key.push_back(packable ? 1 : 0);
+    if (!kernels::onednn_post_ops(*ep, ep_operands, {p.n, p.o, p.oh, p.ow}, po, key, args))
+      return false;
+  }
   const dnnl::memory::desc src_md({p.n, p.c, p.h, p.w}, dt, tag::nchw);
   const dnnl::memory::desc w_md =
       p.groups > 1
@@ -145,14 +155,18 @@ bool conv_onednn(std::span<const Tensor> in, const ConvParams& p, Tensor& out,
     const auto kind = dnnl::prop_kind::forward_inference;
     const auto algo = dnnl::algorithm::convolution_direct;
     // Layouts are oneDNN's choice (blocked ones give its direct JIT convolutions; plain
-    // NCHW leaves only im2col + GEMM); the arguments are reordered to and from them per call.
+    // NCHW leaves only im2col + GEMM); the arguments are reordered to and from them per call
+    // (parameter weights with an epilogue: once per version).
     const dnnl::memory::desc src_any({p.n, p.c, p.h, p.w}, dt, tag::any);
     const dnnl::memory::desc w_any(w_md.dims(), dt, tag::any);
     const dnnl::memory::desc dst_any({p.n, p.o, p.oh, p.ow}, dt, tag::any);
     fwd::desc d = has_bias
                       ? fwd::desc(kind, algo, src_any, w_any, b_md, dst_any, strides, dil, pad, pad)
                       : fwd::desc(kind, algo, src_any, w_any, dst_any, strides, dil, pad, pad);
-    fwd::primitive_desc pd(d, kernels::onednn_attr(), kernels::onednn_engine());
+    dnnl::primitive_attr attr = kernels::onednn_attr();
+    if (ep) attr.set_post_ops(po);
+    fwd::primitive_desc pd(d, attr, kernels::onednn_engine());
+    if (ep) kernels::reject_reference_impl(pd);
     return kernels::CachedPrimitive{fwd(pd),
                                     pd.scratchpad_desc().get_size(),
                                     {{DNNL_ARG_SRC, pd.src_desc()},
@@ -162,12 +176,12 @@ bool conv_onednn(std::span<const Tensor> in, const ConvParams& p, Tensor& out,
   if (!prim) return false;
   std::vector<T> x_buf, w_buf, b_buf;
   const auto& eng = kernels::onednn_engine();
-  std::unordered_map<int, dnnl::memory> args{
-      {DNNL_ARG_SRC, dnnl::memory(src_md, eng, dense_data(in[0], x_buf))},
-      {DNNL_ARG_WEIGHTS, dnnl::memory(w_md, eng, dense_data(in[1], w_buf))},
-      {DNNL_ARG_DST, dnnl::memory(dst_md, eng, out.raw_data())}};
+  args.emplace(DNNL_ARG_SRC, dnnl::memory(src_md, eng, dense_data(in[0], x_buf)));
+  args.emplace(DNNL_ARG_WEIGHTS, dnnl::memory(w_md, eng, dense_data(in[1], w_buf)));
+  args.emplace(DNNL_ARG_DST, dnnl::memory(dst_md, eng, out.raw_data()));
   if (has_bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(b_md, eng, dense_data(in[2], b_buf)));
-  kernels::onednn_execute("conv2d", *prim, std::move(args));
+  kernels::onednn_execute("conv2d", *prim, std::move(args),
+                          packable ? &in[1].impl().storage : nullptr);
   return true;
 }
 
@@ -200,3 +214,25 @@ void kernel_conv2d(std::span<const Tensor> in, const Attrs& a, std::span<Tensor>
 }
 
 } // namespace kiln::ops
+
+#ifdef KILN_HAVE_ONEDNN
+namespace kiln::kernels {
+
+bool conv2d_with_post_ops(std::span<const Tensor> operands, const Attrs& attrs, const Epilogue& ep,
+                          Tensor& out) {
+  std::span<const Tensor> in = operands.first(ep.contraction_operands);
+  if (out.dtype() != DType::f32 || !out.is_contiguous() || in[0].numel() == 0 || out.numel() == 0)
+    return false;
+  for (const Tensor& t : in)
+    if (t.dtype() != DType::f32) return false;
+  // Binary operands are read in plain layouts: a strided one is copied.
+  std::vector<Tensor> dense(operands.begin(), operands.end());
+  for (const PostOp& op : ep.ops)
+    if (op.kind == PostOp::Kind::binary && !op.is_scalar && !dense[op.operand].is_contiguous())
+      dense[op.operand] = dense[op.operand].contiguous();
+  return ops::conv_onednn<float>(in, ops::conv_params(in, attrs, out), out,
+                                 dnnl::memory::data_type::f32, &ep, dense);
+}
+
+} // namespace kiln::kernels
+#endif

@@ -44,9 +44,12 @@ Tensor run_with_epilogue(Op op, const Attrs& attrs, std::span<const Tensor> oper
   KILN_ASSERT(operands.size() >= ep.contraction_operands, "epilogue of ", op_name(op), ": ",
               operands.size(), " operands for a contraction of ", ep.contraction_operands);
 #ifdef KILN_HAVE_ONEDNN
-  if (kernels::onednn_enabled() && ep.dtype == DType::f32 && op == Op::matmul) {
+  if (kernels::onednn_enabled() && ep.dtype == DType::f32 &&
+      (op == Op::matmul || op == Op::conv2d)) {
     Tensor dst = out ? *out : kiln::empty(ep.sizes);
-    if (kernels::matmul_with_post_ops(operands, ep, dst)) return dst;
+    if (op == Op::matmul ? kernels::matmul_with_post_ops(operands, ep, dst)
+                         : kernels::conv2d_with_post_ops(operands, attrs, ep, dst))
+      return dst;
   }
 #endif
   Tensor y = dispatch1(op, operands.first(ep.contraction_operands), attrs);

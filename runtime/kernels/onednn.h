@@ -86,6 +86,10 @@ dnnl::memory::dims onednn_strides(const Tensor& t);
 /// contiguous, of ep.sizes); false when oneDNN does not take these shapes (the caller runs
 /// the ops one by one). The weights are packed once when ep.weights_are_parameters.
 bool matmul_with_post_ops(std::span<const Tensor> operands, const Epilogue& ep, Tensor& out);
+
+/// conv2d (with `attrs`; operands x, w[, bias]) plus an epilogue, the same way.
+bool conv2d_with_post_ops(std::span<const Tensor> operands, const Attrs& attrs, const Epilogue& ep,
+                          Tensor& out);
 #endif
 
 } // namespace kiln::kernels

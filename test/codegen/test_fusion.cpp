@@ -90,6 +90,20 @@ TEST_CASE("every epilogue form after a matmul joins the library call", "[fusion]
             q, k) == one);
 }
 
+TEST_CASE("a conv2d takes activations and constants as post-ops", "[fusion][epilogue]") {
+  manual_seed(13);
+  nn::Conv2d conv(3, 8, 3, 1, 1);
+  Tensor x = randn({2, 3, 12, 12}), r = randn({2, 8, 12, 12});
+  const int64_t one = library_epilogues_available() ? 1 : 2;
+  auto conv_relu = [&](const Tensor& a) { return relu(conv.forward(a) * 0.5 + 1.0); };
+  CHECK(check_kernels(conv_relu, x) == one);
+  CHECK(check_kernels([&](const Tensor& a) { return silu(conv.forward(a)); }, x) == one);
+  // A residual operand stays in a kernel after the call: conv + kernel.
+  CHECK(
+      check_kernels([&](const Tensor& a, const Tensor& res) { return relu(conv.forward(a) + res); },
+                    x, r) == 2);
+}
+
 TEST_CASE("epilogues without oneDNN give the unfused result bit for bit", "[fusion][epilogue]") {
   manual_seed(9);
   Tensor x = randn({10, 32}), w = randn({24, 32}), b = randn({24}), r = randn({10, 24});
