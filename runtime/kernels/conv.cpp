@@ -225,11 +225,7 @@ bool conv2d_with_post_ops(std::span<const Tensor> operands, const Attrs& attrs, 
     return false;
   for (const Tensor& t : in)
     if (t.dtype() != DType::f32) return false;
-  // Binary operands are read in plain layouts: a strided one is copied.
-  std::vector<Tensor> dense(operands.begin(), operands.end());
-  for (const PostOp& op : ep.ops)
-    if (op.kind == PostOp::Kind::binary && !op.is_scalar && !dense[op.operand].is_contiguous())
-      dense[op.operand] = dense[op.operand].contiguous();
+  const std::vector<Tensor> dense = dense_post_operands(operands, ep);
   return ops::conv_onednn<float>(in, ops::conv_params(in, attrs, out), out,
                                  dnnl::memory::data_type::f32, &ep, dense);
 }

@@ -111,11 +111,7 @@ bool matmul_with_post_ops(std::span<const Tensor> operands, const Epilogue& ep, 
   std::vector<int64_t> key{4, packable ? 1 : 0, static_cast<int64_t>(ad.size())};
   for (const auto* v : {&ad, &bd, &as, &bs})
     key.insert(key.end(), v->begin(), v->end());
-  // Binary operands are read in plain layouts: a strided one (a gate's column) is copied.
-  std::vector<Tensor> dense(operands.begin(), operands.end());
-  for (const PostOp& p : ep.ops)
-    if (p.kind == PostOp::Kind::binary && !p.is_scalar && !dense[p.operand].is_contiguous())
-      dense[p.operand] = dense[p.operand].contiguous();
+  const std::vector<Tensor> dense = dense_post_operands(operands, ep);
   if (!onednn_post_ops(ep, dense, cd, po, key, args)) return false;
   auto plain = [](const dnnl::memory::dims& dims) {
     dnnl::memory::dims s(dims.size(), 1);

@@ -303,6 +303,14 @@ bool onednn_post_ops(const Epilogue& ep, std::span<const Tensor> operands,
   return true;
 }
 
+std::vector<Tensor> dense_post_operands(std::span<const Tensor> operands, const Epilogue& ep) {
+  std::vector<Tensor> dense(operands.begin(), operands.end());
+  for (const PostOp& op : ep.ops)
+    if (op.kind == PostOp::Kind::binary && !op.is_scalar && !dense[op.operand].is_contiguous())
+      dense[op.operand] = dense[op.operand].contiguous();
+  return dense;
+}
+
 dnnl::memory::dims onednn_strides(const Tensor& t) {
   dnnl::memory::dims s(t.strides().begin(), t.strides().end());
   for (size_t d = s.size(); d-- > 0;)

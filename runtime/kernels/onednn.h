@@ -74,6 +74,11 @@ bool onednn_post_ops(const Epilogue& ep, std::span<const Tensor> operands,
                      const dnnl::memory::dims& dst_dims, dnnl::post_ops& po,
                      std::vector<int64_t>& key, std::unordered_map<int, dnnl::memory>& args);
 
+/// The operands with each binary post-op's tensor made contiguous (a strided one, such as a
+/// gate's column, is copied): onednn_post_ops reads them in plain layouts. Keep the result
+/// alive until the primitive has run.
+std::vector<Tensor> dense_post_operands(std::span<const Tensor> operands, const Epilogue& ep);
+
 /// Throws dnnl::error when pd's implementation is oneDNN's reference code: slower than the
 /// unfused path, so cached_primitive caches "no primitive" for it.
 void reject_reference_impl(const dnnl::primitive_desc_base& pd);

@@ -124,16 +124,22 @@ TEST_CASE("a plan refuses a kernel step whose results do not match the kernel", 
 
 namespace {
 
-// in -> twice -> twice -> twice -> neg: three kernel buffers, each read only by the next step.
-Plan chain_plan(bool in_place, int64_t n) {
-  static const Attrs none;
-  Plan plan;
-  plan.bind_input(0, 0);
+/// `twice` over n rows as one chunk.
+Plan::KernelCall twice_call(int64_t n) {
   Plan::KernelCall call;
   call.entry = twice;
   call.rows = n;
   call.grain = n;
   call.outputs.push_back({{n}, DType::f32});
+  return call;
+}
+
+// in -> twice -> twice -> twice -> neg: three kernel buffers, each read only by the next step.
+Plan chain_plan(bool in_place, int64_t n) {
+  static const Attrs none;
+  Plan plan;
+  plan.bind_input(0, 0);
+  const Plan::KernelCall call = twice_call(n);
   int kernel = plan.add_kernel(call);
   for (size_t s = 0; s < 3; ++s) {
     Plan::Step k;
@@ -178,11 +184,7 @@ TEST_CASE("a plan keeps a buffer while a view of it is read", "[plan][memory]") 
   static const Attrs half{int64_t{0}, int64_t{0}, n / 2, int64_t{1}};
   Plan plan;
   plan.bind_input(0, 0);
-  Plan::KernelCall call;
-  call.entry = twice;
-  call.rows = n;
-  call.grain = n;
-  call.outputs.push_back({{n}, DType::f32});
+  const Plan::KernelCall call = twice_call(n);
   int kernel = plan.add_kernel(call);
   Plan::Step k1;
   k1.kernel = kernel;
