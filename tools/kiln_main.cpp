@@ -16,7 +16,15 @@ struct Subcommand {
   int (*run)(std::span<const std::string_view> args);
 };
 
-int version_main(std::span<const std::string_view>) {
+int version_main(std::span<const std::string_view> args) {
+  for (std::string_view a : args) {
+    if (a == "-h" || a == "--help") {
+      std::cout << "usage: kiln version\n\nPrints kiln's version.\n";
+      return 0;
+    }
+    std::cerr << "kiln version: unknown argument '" << a << "' (usage: kiln version)\n";
+    return 2;
+  }
   std::cout << "kiln " << kiln::version() << "\n";
   return 0;
 }
