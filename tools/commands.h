@@ -7,8 +7,9 @@
 
 namespace kiln::tools {
 
-/// Reads a whole file, or standard input for "-"; false when it can't be opened.
-bool read_text(const std::string& path, std::string& text);
+/// Reads a whole file, or standard input for "-"; false when it can't be opened or read (a
+/// directory, a missing file, no permission), with the reason in `why`. Never throws.
+bool read_text(const std::string& path, std::string& text, std::string& why);
 
 /// `kiln opt FILE.kir|- [--passes=a,b] [-o OUT] [--verify-each] [--print-after-all]
 /// [--no-verify] [--format kir|dot|mlir]`: parse, verify, run passes, print.

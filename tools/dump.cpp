@@ -57,7 +57,8 @@ struct Source {
 std::optional<CommandError> load_file(const DumpOptions& o, Source& src) {
   std::string text;
   src.name = o.file == "-" ? "<stdin>" : o.file;
-  if (!read_text(o.file, text)) return runtime_error("cannot read '" + o.file + "'");
+  if (std::string why; !read_text(o.file, text, why))
+    return runtime_error("cannot read '" + o.file + "': " + why);
   Expected<ir::ParsedModule> parsed = ir::parse_module(text, src.name);
   if (!parsed) return runtime_error(parsed.error().message());
   src.module = std::move(*parsed);

@@ -1,5 +1,8 @@
 // `kiln opt`: text IR in, passes, text IR (or Graphviz, or MLIR) out. The main surface of the
 // .kir tests.
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -17,15 +20,35 @@
 
 namespace kiln::tools {
 
-bool read_text(const std::string& path, std::string& text) {
-  if (path == "-") {
-    text.assign(std::istreambuf_iterator<char>(std::cin), {});
+bool read_text(const std::string& path, std::string& text, std::string& why) {
+  // libstdc++'s filebuf throws std::ios_base::failure when read(2) fails (a directory opens
+  // but cannot be read), whatever the stream's exception mask says: catch it here.
+  try {
+    if (path == "-") {
+      text.assign(std::istreambuf_iterator<char>(std::cin), {});
+      return true;
+    }
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      why = "is a directory";
+      return false;
+    }
+    errno = 0;
+    std::ifstream f(path, std::ios::binary);
+    if (!f) {
+      why = errno ? std::strerror(errno) : "cannot open";
+      return false;
+    }
+    text.assign(std::istreambuf_iterator<char>(f), {});
+    if (f.bad()) {
+      why = "read error";
+      return false;
+    }
     return true;
+  } catch (const std::ios_base::failure& e) {
+    why = e.code() ? e.code().message() : std::string("read error");
+    return false;
   }
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-  text.assign(std::istreambuf_iterator<char>(f), {});
-  return true;
 }
 
 namespace {
@@ -122,8 +145,8 @@ int opt_main(std::span<const std::string_view> args) {
   }
 
   std::string text;
-  if (!read_text(o.input, text)) {
-    std::cerr << "kiln opt: cannot read '" << o.input << "'\n";
+  if (std::string why; !read_text(o.input, text, why)) {
+    std::cerr << "kiln opt: cannot read '" << o.input << "': " << why << "\n";
     return 1;
   }
   const std::string file = o.input == "-" ? "<stdin>" : o.input;
