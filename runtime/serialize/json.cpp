@@ -323,6 +323,35 @@ Value parse(std::string_view text, const std::string& context, int max_depth) {
   return Parser(text, context, max_depth).document();
 }
 
+size_t invalid_utf8_at(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    auto lead = static_cast<unsigned char>(text[i]);
+    if (lead < 0x80) {
+      ++i;
+      continue;
+    }
+    int extra = -1; // as in Parser::utf8_char: C0, C1 and F5..FF never lead
+    if (lead >= 0xc2 && lead <= 0xdf)
+      extra = 1;
+    else if (lead >= 0xe0 && lead <= 0xef)
+      extra = 2;
+    else if (lead >= 0xf0 && lead <= 0xf4)
+      extra = 3;
+    if (extra < 0 || i + static_cast<size_t>(extra) >= text.size()) return i;
+    unsigned cp = lead & (0x3fu >> extra);
+    for (int k = 1; k <= extra; ++k) {
+      auto c = static_cast<unsigned char>(text[i + static_cast<size_t>(k)]);
+      if ((c & 0xc0) != 0x80) return i;
+      cp = (cp << 6) | (c & 0x3f);
+    }
+    bool overlong = (extra == 2 && cp < 0x800) || (extra == 3 && cp < 0x10000);
+    if (overlong || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return i;
+    i += static_cast<size_t>(extra) + 1;
+  }
+  return std::string_view::npos;
+}
+
 std::string quote(std::string_view text) {
   std::string out = "\"";
   for (char c : text) {

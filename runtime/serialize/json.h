@@ -38,6 +38,11 @@ struct Value::Member {
 /// kiln::Error with `context: bad JSON at byte N: problem`.
 Value parse(std::string_view text, const std::string& context, int max_depth = 64);
 
+/// The byte offset of the first byte of `text` that is not part of valid UTF-8 (shortest form,
+/// no surrogates, at most U+10FFFF: the rules `parse` applies to strings), or npos when all of
+/// it is valid.
+size_t invalid_utf8_at(std::string_view text);
+
 /// `"text"` with JSON escapes (quotes, backslashes, control characters as \u00XX).
 std::string quote(std::string_view text);
 

@@ -153,26 +153,65 @@ Entry read_entry(const std::string& path, const std::string& name, const json::V
   return e;
 }
 
-/// Reads exactly n bytes at the stream's position.
-void read_exact(std::ifstream& in, const std::string& path, char* dst, uint64_t n,
-                const char* what) {
-  in.read(dst, static_cast<std::streamsize>(n));
-  if (!in || static_cast<uint64_t>(in.gcount()) != n)
-    fail(path, std::string("the file ended while reading ") + what);
+/// Where a safetensors file's bytes come from: a file on disk or a buffer in memory. Reads are
+/// sequential.
+class ByteSource {
+public:
+  virtual ~ByteSource() = default;
+  /// The total size in bytes.
+  virtual uint64_t size() const = 0;
+  /// Reads up to n bytes at the cursor; returns how many were read.
+  virtual uint64_t read(char* dst, uint64_t n) = 0;
+};
+
+class FileSource final : public ByteSource {
+public:
+  explicit FileSource(const std::string& path) {
+    std::error_code ec;
+    auto status = std::filesystem::status(path, ec);
+    if (status.type() == std::filesystem::file_type::not_found)
+      fail(path, "cannot open: no such file");
+    if (ec) fail(path, "cannot open: " + ec.message());
+    if (!std::filesystem::is_regular_file(status)) fail(path, "cannot open: not a regular file");
+    size_ = std::filesystem::file_size(path, ec);
+    if (ec) fail(path, "cannot read its size: " + ec.message());
+    in_.open(path, std::ios::binary);
+    if (!in_) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  }
+  uint64_t size() const override { return size_; }
+  uint64_t read(char* dst, uint64_t n) override {
+    in_.read(dst, static_cast<std::streamsize>(n));
+    return static_cast<uint64_t>(in_.gcount());
+  }
+
+private:
+  std::ifstream in_;
+  uint64_t size_ = 0;
+};
+
+class MemorySource final : public ByteSource {
+public:
+  explicit MemorySource(std::string_view bytes) : bytes_(bytes) {}
+  uint64_t size() const override { return bytes_.size(); }
+  uint64_t read(char* dst, uint64_t n) override {
+    uint64_t k = std::min<uint64_t>(n, bytes_.size() - pos_);
+    if (k > 0) std::memcpy(dst, bytes_.data() + pos_, k);
+    pos_ += k;
+    return k;
+  }
+
+private:
+  std::string_view bytes_;
+  size_t pos_ = 0;
+};
+
+/// Reads exactly n bytes at the source's cursor.
+void read_exact(ByteSource& in, const std::string& path, char* dst, uint64_t n, const char* what) {
+  if (in.read(dst, n) != n) fail(path, std::string("the file ended while reading ") + what);
 }
 
-Header read_header(std::ifstream& in, const std::string& path) {
-  std::error_code ec;
-  auto status = std::filesystem::status(path, ec);
-  if (status.type() == std::filesystem::file_type::not_found)
-    fail(path, "cannot open: no such file");
-  if (ec) fail(path, "cannot open: " + ec.message());
-  if (!std::filesystem::is_regular_file(status)) fail(path, "cannot open: not a regular file");
-  uint64_t file_bytes = std::filesystem::file_size(path, ec);
-  if (ec) fail(path, "cannot read its size: " + ec.message());
-  in.open(path, std::ios::binary);
-  if (!in) fail(path, std::string("cannot open: ") + std::strerror(errno));
-
+Header read_header(ByteSource& in, const std::string& path) {
+  const uint64_t file_bytes = in.size();
   if (file_bytes < 8)
     fail(path, detail::str("the file is truncated: ", file_bytes, " bytes, too short for the ",
                            "8-byte header length"));
@@ -300,10 +339,49 @@ private:
   bool committed_ = false;
 };
 
+/// `text` with every byte outside printable ASCII written as \xNN, for messages about bytes
+/// that are not UTF-8.
+std::string escaped(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    auto b = static_cast<unsigned char>(c);
+    if (b >= 0x20 && b < 0x7f && c != '"' && c != '\\') {
+      out += c;
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(b));
+      out += buf;
+    }
+  }
+  return out;
+}
+
+/// Throws when `text` (a tensor name or a metadata key or value, `what`) is not valid UTF-8.
+void check_utf8(const std::string& path, const char* what, std::string_view text,
+                std::string_view key) {
+  size_t bad = json::invalid_utf8_at(text);
+  if (bad == std::string_view::npos) return;
+  std::string where = std::string(what) + " \"" + escaped(text) + "\"";
+  if (std::string_view(what) == "metadata value") where += " of key \"" + escaped(key) + "\"";
+  throw Error(detail::str("save: ", where, " is not valid UTF-8 (byte ", bad, " is ",
+                          escaped(text.substr(bad, 1)),
+                          "); safetensors headers are UTF-8 JSON, so load() could not read the "
+                          "file back (nothing written to \"",
+                          path, "\")"));
+}
+
 } // namespace
 
 void save(const std::map<std::string, Tensor>& tensors, const std::string& path,
           const std::map<std::string, std::string>& metadata) {
+  // The header is UTF-8 JSON and load() rejects anything else: refuse what it could not read
+  // back before the file is touched.
+  for (const auto& [k, v] : metadata) {
+    check_utf8(path, "metadata key", k, k);
+    check_utf8(path, "metadata value", v, k);
+  }
+  for (const auto& entry : tensors)
+    check_utf8(path, "tensor name", entry.first, entry.first);
   // Host copies first: every check happens before the file is touched.
   std::vector<Tensor> data;
   std::string header = "{";
@@ -355,8 +433,9 @@ void save(const std::map<std::string, Tensor>& tensors, const std::string& path,
   file.commit();
 }
 
-std::map<std::string, Tensor> load(const std::string& path) {
-  std::ifstream in;
+namespace {
+
+std::map<std::string, Tensor> load_from(ByteSource& in, const std::string& path) {
   Header h = read_header(in, path);
   std::map<std::string, Tensor> out;
   // The entries tile the data buffer in order, so the reads are sequential.
@@ -378,8 +457,20 @@ std::map<std::string, Tensor> load(const std::string& path) {
   return out;
 }
 
+} // namespace
+
+std::map<std::string, Tensor> load(const std::string& path) {
+  FileSource in(path);
+  return load_from(in, path);
+}
+
+std::map<std::string, Tensor> load_bytes(std::string_view bytes, const std::string& name) {
+  MemorySource in(bytes);
+  return load_from(in, name);
+}
+
 std::map<std::string, std::string> load_metadata(const std::string& path) {
-  std::ifstream in;
+  FileSource in(path);
   return read_header(in, path).metadata;
 }
 
