@@ -223,6 +223,7 @@ template <template <typename> class OpT>
 void accumulating_kernel(std::span<const Tensor> in, const Attrs& a, std::span<Tensor> out,
                          const char* name) {
   const Tensor& o = out[0];
+  check_reduce_size(name, in[0].sizes());
   Tensor x = as_dtype(in[0], o.dtype());
   auto mask = reduced_dims_mask(a.ints(0), x.dim(), name);
   visit_dtype(o.dtype(), [&](auto tag) { run_reduce<OpT<decltype(tag)>>(x, o, mask); });
@@ -232,6 +233,7 @@ template <bool IsMax>
 void extremum_kernel(std::span<const Tensor> in, const Attrs& a, std::span<Tensor> out,
                      const char* name) {
   const Tensor& x = in[0];
+  check_reduce_size(name, x.sizes());
   auto mask = reduced_dims_mask(a.ints(0), x.dim(), name);
   visit_dtype(x.dtype(),
               [&](auto tag) { run_reduce<ExtremumOp<decltype(tag), IsMax>>(x, out[0], mask); });
@@ -242,6 +244,7 @@ template <bool IsMax>
 void arg_extremum_kernel(std::span<const Tensor> in, const Attrs& a, std::span<Tensor> out,
                          const char* name) {
   const Tensor& x = in[0];
+  check_reduce_size(name, x.sizes());
   const int64_t rank = x.dim();
   const int64_t d = wrap_dim(a.i(0), rank, name);
   const int64_t n = rank == 0 ? 1 : x.size(d);

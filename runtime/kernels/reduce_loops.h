@@ -14,10 +14,12 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "runtime/error.h"
+#include "runtime/ops.h"
 #include "runtime/parallel.h"
 #include "runtime/shape.h"
 
@@ -47,36 +49,71 @@ V tree_reduce(int64_t b, int64_t e, const Leaf& leaf, const Combine& combine) {
   return combine(left, right);
 }
 
-/// tree_reduce over [0, n) with its subtrees of at most kParallelGrain elements evaluated in
-/// parallel; bit-identical to the serial tree.
+/// Most subtrees tree_reduce_parallel hands out: enough to balance any thread count, and a
+/// bound on its bookkeeping whatever n is.
+inline constexpr int64_t kMaxTreePieces = 1024;
+
+/// tree_reduce over [0, n) with whole subtrees (of at least kParallelGrain elements, at most
+/// about 4 per thread and never more than kMaxTreePieces) evaluated in parallel; bit-identical
+/// to the serial tree, since the pieces are subtrees of the same tree.
 template <typename V, typename Leaf, typename Combine>
 V tree_reduce_parallel(int64_t n, const Leaf& leaf, const Combine& combine) {
   if (n <= 2 * kParallelGrain || in_parallel_region()) return tree_reduce<V>(0, n, leaf, combine);
-  std::vector<std::pair<int64_t, int64_t>> nodes;
-  auto collect = [&](auto& self, int64_t b, int64_t e) -> void {
-    if (e - b <= kParallelGrain) {
-      nodes.emplace_back(b, e);
+  // Split the tree to a fixed depth: 2^depth pieces, bounded by threads, not by n.
+  const int64_t target = std::min<int64_t>(kMaxTreePieces, 4 * int64_t{get_num_threads()});
+  int depth = 0;
+  while ((int64_t{1} << depth) < target)
+    ++depth;
+  auto is_piece = [&](int64_t b, int64_t e, int level) {
+    return level == depth || e - b <= kParallelGrain;
+  };
+  std::vector<std::pair<int64_t, int64_t>> pieces;
+  auto collect = [&](auto& self, int64_t b, int64_t e, int level) -> void {
+    if (is_piece(b, e, level)) {
+      pieces.emplace_back(b, e);
       return;
     }
     const int64_t m = tree_split(b, e);
-    self(self, b, m);
-    self(self, m, e);
+    self(self, b, m, level + 1);
+    self(self, m, e, level + 1);
   };
-  collect(collect, 0, n);
-  std::vector<V> partial(nodes.size());
-  parallel_for(0, static_cast<int64_t>(nodes.size()), 1, [&](int64_t b, int64_t e) {
+  collect(collect, 0, n, 0);
+  KILN_ASSERT(static_cast<int64_t>(pieces.size()) <= (int64_t{1} << depth),
+              "tree_reduce_parallel made ", pieces.size(), " pieces for depth ", depth);
+  std::vector<V> partial(pieces.size());
+  parallel_for(0, static_cast<int64_t>(pieces.size()), 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i)
-      partial[i] = tree_reduce<V>(nodes[i].first, nodes[i].second, leaf, combine);
+      partial[i] = tree_reduce<V>(pieces[i].first, pieces[i].second, leaf, combine);
   });
   size_t next = 0;
-  auto join = [&](auto& self, int64_t b, int64_t e) -> V {
-    if (e - b <= kParallelGrain) return partial[next++];
+  auto join = [&](auto& self, int64_t b, int64_t e, int level) -> V {
+    if (is_piece(b, e, level)) return partial[next++];
     const int64_t m = tree_split(b, e);
-    V left = self(self, b, m);
-    V right = self(self, m, e);
+    V left = self(self, b, m, level + 1);
+    V right = self(self, m, e, level + 1);
     return combine(left, right);
   };
-  return join(join, 0, n);
+  return join(join, 0, n, 0);
+}
+
+/// Most input elements one eager reduction reads: 2^40 (about 1.1e12), minutes of work at
+/// memory speed. Past it (only reachable through broadcast views such as expand, whose
+/// elements take no memory) a reduction would run for hours to years, so it is refused.
+inline constexpr int64_t kMaxReduceElements = int64_t{1} << 40;
+
+/// Throws kiln::Error naming the op and the shape when a reduction of an input of these
+/// sizes would read more than kMaxReduceElements elements.
+inline void check_reduce_size(const char* op, IntList sizes) {
+  int64_t numel = 1;
+  bool overflow = false;
+  for (int64_t s : sizes)
+    overflow |= __builtin_mul_overflow(numel, s, &numel);
+  KILN_CHECK(!overflow && numel <= kMaxReduceElements, op, ": reducing an input of shape ",
+             shape_str(sizes), " (",
+             overflow ? std::string("more than 2^63") : std::to_string(numel),
+             " elements) is beyond the eager reduction limit of 2^40 = ", kMaxReduceElements,
+             " elements (minutes of work at memory speed; this one would run for hours or "
+             "years); reduce a smaller view, e.g. before an expand");
 }
 
 /// Folds a leaf's lanes in the fixed order ((0 1)(2 3))((4 5)(6 7)).
