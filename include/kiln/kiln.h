@@ -4,6 +4,7 @@
 #include "frontend/compile.h"
 #include "frontend/model_registry.h"
 #include "frontend/version.h"
+#include "runtime/accuracy.h"
 #include "runtime/allocator.h"
 #include "runtime/device.h"
 #include "runtime/dtype.h"

@@ -2,6 +2,8 @@
 // the deterministic input builders.
 #include "diff/diff_testing.h"
 
+#include "runtime/accuracy.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -16,164 +18,9 @@
 
 namespace kiln::diff {
 
-// ---- comparison ----
-
-Tolerance default_tolerance(DType t) {
-  switch (t) {
-  case DType::f32: return {1.3e-6, 1e-5};
-  case DType::f64: return {1e-7, 1e-7};
-  case DType::f16: return {1e-3, 1e-5};
-  case DType::bf16: return {1.6e-2, 1e-5};
-  default: return {0, 0};
-  }
-}
-
 std::string dtype_str(DType t) { return std::string(dtype_name(t)); }
 
 namespace {
-
-/// Reads elements of a concrete tensor by row-major logical index, straight from storage.
-class ElementReader {
-public:
-  explicit ElementReader(const Tensor& t) : t_(t) {
-    if (t.numel() > 0) base_ = static_cast<const char*>(t.raw_data());
-  }
-
-  double as_double(int64_t flat) const {
-    const char* p = address(flat);
-    switch (t_.dtype()) {
-    case DType::f32: return load<float>(p);
-    case DType::f64: return load<double>(p);
-    case DType::f16: return half_bits_to_float(load<uint16_t>(p));
-    case DType::bf16: return bf16_bits_to_float(load<uint16_t>(p));
-    default: return static_cast<double>(as_int(flat));
-    }
-  }
-
-  int64_t as_int(int64_t flat) const {
-    const char* p = address(flat);
-    switch (t_.dtype()) {
-    case DType::i8: return load<int8_t>(p);
-    case DType::u8: return load<uint8_t>(p);
-    case DType::i32: return load<int32_t>(p);
-    case DType::i64: return load<int64_t>(p);
-    case DType::bool_: return load<uint8_t>(p);
-    default: return static_cast<int64_t>(as_double(flat));
-    }
-  }
-
-  /// The raw bytes of one element (for bit comparisons of inputs).
-  uint64_t bits(int64_t flat) const {
-    uint64_t v = 0;
-    std::memcpy(&v, address(flat), static_cast<size_t>(t_.itemsize()));
-    return v;
-  }
-
-private:
-  template <typename T> static T load(const char* p) {
-    T v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-  }
-  const char* address(int64_t flat) const {
-    int64_t off = 0;
-    for (int64_t d = t_.dim() - 1; d >= 0; --d) {
-      int64_t n = t_.size(d);
-      off += (flat % n) * t_.stride(d);
-      flat /= n;
-    }
-    return base_ + off * t_.itemsize();
-  }
-
-  const Tensor& t_;
-  const char* base_ = nullptr;
-};
-
-std::string index_str(int64_t flat, const Shape& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    idx[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  std::string s = "[";
-  for (size_t d = 0; d < idx.size(); ++d)
-    s += (d ? ", " : "") + std::to_string(idx[d]);
-  return s + "]";
-}
-
-std::string float_str(double v, DType t) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  if (v == 0) return std::signbit(v) ? "-0" : "0";
-  char buf[40];
-  std::snprintf(buf, sizeof buf, t == DType::f64 ? "%.17g" : "%.9g", v);
-  return buf;
-}
-
-bool float_close(double g, double w, const Tolerance& tol, bool zero_sign) {
-  if (std::isnan(w) || std::isnan(g)) return std::isnan(w) && std::isnan(g);
-  if (std::isinf(w) || std::isinf(g)) return g == w;
-  if (g == w) return !(zero_sign && w == 0 && std::signbit(g) != std::signbit(w));
-  return std::fabs(g - w) <= tol.atol + tol.rtol * std::fabs(w);
-}
-
-} // namespace
-
-std::optional<std::string> compare_tensors(const Tensor& got, const Tensor& want,
-                                           const CompareOptions& options) {
-  if (!got.defined() || !want.defined()) {
-    if (got.defined() == want.defined()) return std::nullopt;
-    return std::string(got.defined() ? "got a tensor, expected an undefined one"
-                                     : "got an undefined tensor, expected a tensor");
-  }
-  if (got.dtype() != want.dtype())
-    return "dtype: got " + dtype_str(got.dtype()) + ", expected " + dtype_str(want.dtype()) +
-           " (shape " + shape_str(want.sizes()) + ")";
-  if (got.sizes() != want.sizes())
-    return "shape: got " + shape_str(got.sizes()) + ", expected " + shape_str(want.sizes()) +
-           " (dtype " + dtype_str(want.dtype()) + ")";
-  const DType t = want.dtype();
-  const bool floating = is_floating(t);
-  const Tolerance tol = options.tolerance.value_or(default_tolerance(t));
-  ElementReader g(got), w(want);
-  const int64_t n = want.numel();
-  int64_t first = -1, count = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    bool ok = floating ? float_close(g.as_double(i), w.as_double(i), tol, options.zero_sign)
-                       : g.as_int(i) == w.as_int(i);
-    if (!ok) {
-      if (first < 0) first = i;
-      ++count;
-    }
-  }
-  if (first < 0) return std::nullopt;
-  std::ostringstream os;
-  os << "at index " << index_str(first, want.sizes()) << " (element " << first << " of " << n
-     << "): got ";
-  if (floating)
-    os << float_str(g.as_double(first), t) << ", expected " << float_str(w.as_double(first), t);
-  else
-    os << g.as_int(first) << ", expected " << w.as_int(first);
-  os << "; dtype " << dtype_str(t) << ", shape " << shape_str(want.sizes());
-  if (floating) os << ", rtol " << tol.rtol << ", atol " << tol.atol;
-  os << "; " << count << " of " << n << " elements differ";
-  return os.str();
-}
-
-namespace {
-
-/// Same dtype, shape and bytes per element (the input-mutation check: no tolerance at all).
-std::optional<std::string> compare_bits(const Tensor& now, const Tensor& before) {
-  if (now.dtype() != before.dtype() || now.sizes() != before.sizes())
-    return "its dtype or shape changed";
-  ElementReader a(now), b(before);
-  for (int64_t i = 0; i < now.numel(); ++i)
-    if (a.bits(i) != b.bits(i)) {
-      std::optional<std::string> m = compare_tensors(now, before, {Tolerance{0, 0}, true});
-      return m ? *m : "at element " + std::to_string(i) + " (a NaN payload changed)";
-    }
-  return std::nullopt;
-}
 
 // ---- the compiled side: one kiln::compile per case, of the right arity ----
 
@@ -243,6 +90,46 @@ Result fail(const Case& c, const std::string& what) {
   return {Outcome::failed, c.name() + ": " + what};
 }
 
+/// What a case's outputs (and, for in-place cases, its inputs' final values) are judged
+/// against: the eager run, the f64 reference run and the magnitude run of the same values.
+struct Judged {
+  std::vector<Tensor> eager, reference, magnitude;
+};
+
+/// The eager run's values followed by the final values of the inputs an in-place case writes.
+std::vector<Tensor> judged(const Outputs& out, const Inputs& in, bool in_place) {
+  std::vector<Tensor> v = out;
+  if (in_place) v.insert(v.end(), in.begin(), in.end());
+  return v;
+}
+
+/// Runs the case's eager side on `in` (converted copies of its inputs) for a reference. An
+/// op that refuses f64 leaves no reference (eager is then its own reference); a run whose
+/// results do not line up with eager's is a broken case.
+std::vector<Tensor> reference_run(const Case& c, Inputs in, bool in_place, size_t count) {
+  if (c.seed) manual_seed(*c.seed);
+  Outputs out;
+  try {
+    out = (c.reference ? c.reference : c.fn)(in);
+  } catch (const Error&) {
+    ++counters().no_reference;
+    return std::vector<Tensor>(count);
+  }
+  std::vector<Tensor> v = judged(out, in, in_place);
+  KILN_ASSERT(v.size() == count, "the f64 run of ", c.name(), " gave ", v.size(),
+              " values, eager ", count);
+  return v;
+}
+
+std::optional<std::string> judge(const Case& c, const Tensor& got, const Judged& want,
+                                 size_t k) {
+  if (!c.compare.exact_because.empty()) return check_bitwise(got, want.eager[k]);
+  AccuracyOptions options;
+  options.zero_sign = c.compare.zero_sign;
+  if (!want.magnitude.empty()) options.magnitude = want.magnitude[k];
+  return check_accuracy(got, want.eager[k], want.reference[k], options);
+}
+
 /// The case without the expected-failure table.
 Result run_plain(const Case& c) {
   auto fresh = [&] { return c.make_inputs ? c.make_inputs() : c.inputs; };
@@ -254,10 +141,10 @@ Result run_plain(const Case& c) {
     for (const Tensor& t : eager_in)
       snapshots.push_back(t.defined() ? t.clone() : t);
 
-  Outputs want;
+  Outputs eager_out;
   if (c.seed) manual_seed(*c.seed);
   try {
-    want = (c.reference ? c.reference : c.fn)(eager_in);
+    eager_out = (c.reference ? c.reference : c.fn)(eager_in);
   } catch (const Error& e) {
     if (c.may_refuse) return {Outcome::refused, c.name() + ": refused eagerly: " + e.what()};
     return fail(c, std::string("the eager run threw: ") + e.what());
@@ -268,9 +155,19 @@ Result run_plain(const Case& c) {
   if (!in_place)
     for (size_t k = 0; k < eager_in.size(); ++k)
       if (eager_in[k].defined())
-        if (auto m = compare_bits(eager_in[k], snapshots[k]))
+        if (auto m = check_bitwise(eager_in[k], snapshots[k]))
           return fail(c, "the eager run mutated input " + std::to_string(k) +
                              " (a case that writes its inputs needs make_inputs): " + *m);
+  Judged want;
+  want.eager = judged(eager_out, eager_in, in_place);
+  if (!c.compare.no_f64_because.empty()) {
+    want.reference = want.eager;
+  } else if (c.compare.exact_because.empty()) {
+    Inputs originals = fresh();
+    want.reference = reference_run(c, to_f64(originals), in_place, want.eager.size());
+    if (c.compare.magnitude_of_abs_inputs)
+      want.magnitude = reference_run(c, to_f64_abs(originals), in_place, want.eager.size());
+  }
 
   std::unique_ptr<CompiledCase> compiled;
   try {
@@ -293,21 +190,21 @@ Result run_plain(const Case& c) {
       return fail(c, std::string("compiled ") + call_name(call) + " left the random offset at " +
                          std::to_string(default_generator().offset()) + ", eager at " +
                          std::to_string(want_offset));
-    if (got.size() != want.size())
+    if (got.size() != eager_out.size())
       return fail(c, std::string("compiled ") + call_name(call) + " returned " +
                          std::to_string(got.size()) + " outputs, eager " +
-                         std::to_string(want.size()));
-    for (size_t k = 0; k < want.size(); ++k)
-      if (auto m = compare_tensors(got[k], want[k], c.compare))
-        return fail(c, output_label(c, k, want.size()) + " of compiled " + call_name(call) +
+                         std::to_string(eager_out.size()));
+    for (size_t k = 0; k < got.size(); ++k)
+      if (auto m = judge(c, got[k], want, k))
+        return fail(c, output_label(c, k, got.size()) + " of compiled " + call_name(call) +
                            " differs from eager: " + *m);
     for (size_t k = 0; k < in.size(); ++k) {
       if (!in[k].defined()) continue;
       if (in_place) {
-        if (auto m = compare_tensors(in[k], eager_in[k], c.compare))
+        if (auto m = judge(c, in[k], want, got.size() + k))
           return fail(c, "input " + std::to_string(k) + " after compiled " + call_name(call) +
                              " differs from the eager run's: " + *m);
-      } else if (auto m = compare_bits(in[k], snapshots[k])) {
+      } else if (auto m = check_bitwise(in[k], snapshots[k])) {
         return fail(c, std::string("compiled ") + call_name(call) + " mutated input " +
                            std::to_string(k) + ": " + *m);
       }
@@ -442,10 +339,12 @@ struct CountersAtExit {
     if (std::getenv("KILN_DIFF_STATS") == nullptr) return;
     std::fprintf(stderr,
                  "diff: %lld cases, %lld compiled functions, %lld refused eagerly, %lld bundle "
-                 "items refused eagerly, %lld expected failures, %lld skipped\n",
+                 "items refused eagerly, %lld expected failures, %lld skipped, %lld without an "
+                 "f64 reference\n",
                  static_cast<long long>(c.cases), static_cast<long long>(c.compiled),
                  static_cast<long long>(c.refused), static_cast<long long>(c.dropped_items),
-                 static_cast<long long>(c.expected_fails), static_cast<long long>(c.skipped));
+                 static_cast<long long>(c.expected_fails), static_cast<long long>(c.skipped),
+                 static_cast<long long>(c.no_reference));
   }
 };
 } // namespace

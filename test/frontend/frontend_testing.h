@@ -1,8 +1,11 @@
-// Helpers for the frontend tests: bit-for-bit tensor comparison.
+// Helpers for the compiled-vs-eager tests: bit-for-bit comparison and the f64 reference rule.
 #pragma once
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <optional>
+#include <span>
+#include <string>
 #include <cstring>
 #include <vector>
 
@@ -18,29 +21,33 @@ inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
                      static_cast<size_t>(ca.numel() * ca.itemsize())) == 0;
 }
 
-/// Same dtype and shape; integers and bools equal, floats within torch.testing's
-/// tolerances for the dtype (NaN equals NaN, infinities exact). Fused kernels reorder sums
-/// and compute transcendental functions with their own polynomials, so a compiled result is
-/// close to eager, not always bit-identical.
-inline bool close_to(const Tensor& got, const Tensor& want) {
-  if (got.dtype() != want.dtype() || got.sizes() != want.sizes()) return false;
-  if (!is_floating(want.dtype())) return bitwise_equal(got, want);
-  double rtol = 1.3e-6, atol = 1e-5;
-  if (want.dtype() == DType::f64) rtol = atol = 1e-7;
-  if (want.dtype() == DType::f16) rtol = 1e-3;
-  if (want.dtype() == DType::bf16) rtol = 1.6e-2;
-  std::vector<double> x = got.to(DType::f64).contiguous().to_vector<double>();
-  std::vector<double> y = want.to(DType::f64).contiguous().to_vector<double>();
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (x[i] != x[i] || y[i] != y[i]) {
-      if ((x[i] != x[i]) != (y[i] != y[i])) return false;
-    } else if (std::isinf(x[i]) || std::isinf(y[i])) {
-      if (x[i] != y[i]) return false;
-    } else if (std::abs(x[i] - y[i]) > atol + rtol * std::abs(y[i])) {
-      return false;
-    }
+/// A copy of a call argument for the f64 reference run: floating tensors in f64, the rest as
+/// they are.
+inline Tensor f64_copy(const Tensor& t) { return to_f64(std::span<const Tensor>(&t, 1)).front(); }
+template <typename T> T f64_copy(const T& v) { return v; }
+
+/// The f64 reference rule (runtime/accuracy.h) for `got`, a compiled result of `fn(args...)`:
+/// fn runs eagerly on the arguments and on their f64 copies. fn must take its tensors as
+/// arguments (weights too), so that the reference run computes in f64 throughout.
+template <typename Fn, typename... Args>
+std::optional<std::string> close_to_eager(const Tensor& got, const Fn& fn, const Args&... args) {
+  const Tensor eager = fn(args...);
+  Tensor reference;
+  try {
+    reference = fn(f64_copy(args)...);
+  } catch (const Error& e) {
+    return std::string("the f64 reference run threw (does the function capture f32 tensors? "
+                       "pass them as arguments or convert them with as_dtype_of): ") +
+           e.what();
   }
-  return true;
+  return check_accuracy(got, eager, reference);
+}
+
+/// `t` in the dtype of `like`: a test function that captures weights converts them so that
+/// its f64 reference run computes in f64 (the same tensor when the dtypes agree, so the
+/// compiled function still reads the parameter itself).
+inline Tensor as_dtype_of(const Tensor& t, const Tensor& like) {
+  return t.dtype() == like.dtype() ? t : t.to(like.dtype());
 }
 
 /// Evaluates each side once (a compiled call counts in the stats).
@@ -52,13 +59,24 @@ inline bool close_to(const Tensor& got, const Tensor& want) {
     REQUIRE(::kiln::testing::bitwise_equal(kiln_got_, kiln_want_));                                \
   } while (0)
 
-/// A compiled result against eager code: close_to.
-#define KILN_REQUIRE_CLOSE(a, b)                                                                   \
+/// A compiled result against eager code by the f64 reference rule: KILN_REQUIRE_CLOSE(c(x, w),
+/// f, x, w) runs f(x, w) and f on f64 copies of x and w. `got` is evaluated once.
+#define KILN_REQUIRE_CLOSE(got, ...)                                                               \
   do {                                                                                             \
-    const ::kiln::Tensor kiln_got_ = (a);                                                          \
-    const ::kiln::Tensor kiln_want_ = (b);                                                         \
-    INFO("expected " << kiln_want_ << "\ngot " << kiln_got_);                                      \
-    REQUIRE(::kiln::testing::close_to(kiln_got_, kiln_want_));                                     \
+    const ::kiln::Tensor kiln_got_ = (got);                                                        \
+    const std::optional<std::string> kiln_m_ =                                                     \
+        ::kiln::testing::close_to_eager(kiln_got_, __VA_ARGS__);                                   \
+    INFO((kiln_m_ ? *kiln_m_ : std::string()));                                                    \
+    REQUIRE(!kiln_m_);                                                                             \
+  } while (0)
+
+/// The rule for results whose three runs the test does itself (modules in f32 and in f64).
+#define KILN_REQUIRE_ACCURATE(got, eager, reference)                                               \
+  do {                                                                                             \
+    const std::optional<std::string> kiln_m_ =                                                     \
+        ::kiln::check_accuracy((got), (eager), (reference));                                       \
+    INFO((kiln_m_ ? *kiln_m_ : std::string()));                                                    \
+    REQUIRE(!kiln_m_);                                                                             \
   } while (0)
 
 } // namespace kiln::testing
