@@ -22,7 +22,8 @@ int zoo_main(std::span<const std::string_view> args);
 /// `kiln run MODEL [--mode M] [--input SPEC] [--seed N] [--weights F] [--save-weights F]
 /// [--iters N]`: runs a model eagerly or compiled; prints output checksum, timings, compile
 /// counters, and (compiled) whether the output matches eager (bit for bit, or else by the
-/// f64-reference rule; exit 1 if not).
+/// f64-reference rule; exit 1 if not). `kiln run FILE.kir [--seed N] [--specials] [--mode M]`
+/// does the same for a graph, interpreted node by node, on inputs drawn from the seed.
 int run_main(std::span<const std::string_view> args);
 
 /// `kiln breaks MODEL [--json] [--fail-on-break] [--input SPEC] [--seed N]`: the graph-break
@@ -36,6 +37,11 @@ int dump_main(std::span<const std::string_view> args);
 /// `kiln bench [WORKLOAD|MODEL...] [--modes M,...] [--reps N] [--warmup N] [--json FILE]`:
 /// the benchmark workloads, eager and compiled, beside references measured in the same run.
 int bench_main(std::span<const std::string_view> args);
+
+/// `kiln fuzz [--seed S] [--time SEC] [--ops LIST] [--modes LIST] [--out DIR]`: random valid
+/// programs, eager vs compiled in every mode, in child processes; findings shrunk to .kir
+/// repros. Ends with `N programs, M mismatches, K crashes`; exit 1 when M + K > 0.
+int fuzz_main(std::span<const std::string_view> args);
 
 /// `kiln cache stats|clear`: the on-disk kernel cache ($KILN_CACHE_DIR or ~/.cache/kiln): its
 /// directory, entry count and bytes, or remove every entry.

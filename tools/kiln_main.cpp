@@ -39,6 +39,8 @@ constexpr Subcommand kSubcommands[] = {
     {"opt", "parse a .kir file, verify it, run passes, print it", kiln::tools::opt_main},
     {"bench", "benchmarks: eager vs compiled, beside STREAM and oneDNN measured alongside",
      kiln::tools::bench_main},
+    {"fuzz", "random programs, eager vs compiled in every mode; findings shrunk to .kir repros",
+     kiln::tools::fuzz_main},
     {"cache", "the on-disk kernel cache: stats, or clear it", kiln::tools::cache_main},
     {"version", "print the version", version_main},
 };

@@ -1,21 +1,26 @@
-// `kiln run`: builds a model, runs it eagerly or compiled a few times, prints the output's
-// shape, a checksum, timings and (compiled) the frontend's counters, and checks the compiled
-// output against eager: bit for bit, or else by TESTING.md's f64-reference rule.
+// `kiln run`: builds a model (or reads a .kir graph), runs it eagerly or compiled a few times,
+// prints the output's shape, a checksum, timings and (compiled) the frontend's counters, and
+// checks the compiled output against eager: bit for bit, or else by the f64 reference rule.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
-#include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "frontend/compile.h"
+#include "ir/parser.h"
+#include "ir/verifier.h"
+#include "runtime/accuracy.h"
 #include "runtime/grad_mode.h"
 #include "runtime/serialize/safetensors.h"
 #include "tools/commands.h"
+#include "tools/fuzz_check.h"
+#include "tools/fuzz_graph.h"
 #include "tools/model_args.h"
 
 namespace kiln::tools {
@@ -36,10 +41,18 @@ constexpr const char* kRunUsage =
     "  --device D         where to run: cpu (the default), cuda:N once the CUDA backend is in\n"
     "  --weights F        load a safetensors file into the model (non-strict: missing and\n"
     "                     unexpected keys are warnings, a shape mismatch is an error)\n"
-    "  --save-weights F   save the model's weights (after --weights) to a safetensors file\n";
+    "  --save-weights F   save the model's weights (after --weights) to a safetensors file\n"
+    "\n"
+    "usage: kiln run FILE.kir [--seed N] [--specials] [--mode M]\n"
+    "  Runs the first graph of FILE node by node on the eager kernels, on inputs drawn from\n"
+    "  the seed (each input's type; --specials puts NaN, +-Inf and +-0.0 among floating\n"
+    "  values), then the same through kiln::compile twice, and checks the compiled outputs\n"
+    "  and the inputs it writes against eager by the f64 reference rule (exit 1 if not).\n"
+    "  This is how the repros `kiln fuzz` writes are run (their `// ARGS:` line).\n";
 
 struct RunOptions {
   std::string mode = "default";
+  bool specials = false;
   uint64_t iters = 3;
   std::string weights;
   std::string save_weights;
@@ -192,55 +205,80 @@ int run_model_command(const RunOptions& o, ModelInstance& inst, const ModelArgs&
     std::cout << "matches eager: yes (bit for bit)\n";
     return 0;
   }
-  // Fused kernels reorder sums and use their own math functions, so the bits may differ.
-  // TESTING.md's rule: the compiled result may be at most 2x (3x for f16/bf16) as far from
-  // an f64 eager reference as the eager result is.
-  double eager_err = 0, compiled_err = 0, scale = 0;
-  std::string shape_problem;
+  // Fused kernels reorder sums and use their own math functions, so the bits may differ:
+  // the f64 reference rule (runtime/accuracy.h) decides, against the model run in f64.
+  Tensor ref64;
   if (is_floating(reference.dtype())) {
     module.to(DType::f64);
-    Tensor x64 = is_floating(x.dtype()) ? x.to(DType::f64) : x;
-    Tensor ref64 = run_model(spec, module, x64).to(DType::f64).contiguous();
+    ref64 = run_model(spec, module, is_floating(x.dtype()) ? x.to(DType::f64) : x);
     module.to(reference.dtype());
-    std::vector<double> r = ref64.to_vector<double>();
-    auto err = [&](const Tensor& t) {
-      std::vector<double> v = t.to(DType::f64).contiguous().to_vector<double>();
-      double e = 0;
-      for (size_t k = 0; k < v.size() && k < r.size(); ++k) {
-        double d = std::abs(v[k] - r[k]);
-        if (std::isnan(v[k]) != std::isnan(r[k]) || (std::isnan(d) && !std::isnan(r[k])))
-          return std::numeric_limits<double>::infinity();
-        if (!std::isnan(d)) e = std::max(e, d);
-      }
-      return e;
-    };
-    for (double v : r)
-      if (!std::isnan(v)) scale = std::max(scale, std::abs(v));
-    eager_err = err(reference);
-    for (const Tensor& out : outs) {
-      if (out.sizes() != reference.sizes() || out.dtype() != reference.dtype())
-        shape_problem = compare_bits(out, reference);
-      compiled_err = std::max(compiled_err, err(out));
-    }
   }
-  const double factor = reference.dtype() == DType::f16 || reference.dtype() == DType::bf16 ? 3 : 2;
-  // A floor of a few f32 rounding errors of the output's magnitude, for when eager happens to
-  // round exactly like the f64 reference.
-  const double floor = 8 * 1.2e-7 * scale;
-  if (shape_problem.empty() && is_floating(reference.dtype()) &&
-      compiled_err <= factor * eager_err + floor) {
+  std::optional<std::string> problem;
+  for (size_t k = 0; k < outs.size() && !problem; ++k)
+    problem = check_accuracy(outs[k], reference, ref64);
+  if (!problem) {
     std::cout << "matches eager: yes (" << compare_bits(outs.back(), reference)
-              << "; error against an f64 reference: compiled " << fmt_g(compiled_err) << ", eager "
-              << fmt_g(eager_err) << ")\n";
+              << "; within the f64 reference rule)\n";
     return 0;
   }
-  std::cout << "matches eager: no: "
-            << (shape_problem.empty() ? compare_bits(outs.back(), reference) : shape_problem);
-  if (is_floating(reference.dtype()))
-    std::cout << "; error against an f64 reference: compiled " << fmt_g(compiled_err) << ", eager "
-              << fmt_g(eager_err);
-  std::cout << "\n";
+  std::cout << "matches eager: no: " << *problem << "\n";
   return 1;
+}
+
+
+/// "f32[4,5], i64[3]": the types of the inputs a graph is run on.
+std::string inputs_line(const std::vector<Tensor>& inputs) {
+  std::string s;
+  for (const Tensor& t : inputs)
+    s += (s.empty() ? "" : ", ") + input_spec_str(t.sizes(), t.dtype());
+  return s.empty() ? "none" : s;
+}
+
+/// `kiln run FILE.kir`: the first graph of the file, interpreted, eager vs compiled.
+int run_kir_command(const RunOptions& o, const std::string& path, uint64_t seed) {
+  std::string text;
+  if (std::string why; !read_text(path, text, why))
+    return report("run", runtime_error("cannot read '" + path + "': " + why));
+  Expected<ir::ParsedModule> parsed = ir::parse_module(text, path);
+  if (!parsed) return report("run", runtime_error(parsed.error().message()));
+  const ir::Graph& g = *parsed->graphs.front();
+  if (auto v = ir::verify(g); !v) return report("run", runtime_error(v.error().message()));
+  NoGradGuard no_grad;
+  TestFunction fn = [&g](std::span<const Tensor> x) { return run_graph(g, x); };
+  InputMaker make = [&] { return make_graph_inputs(g, seed, o.specials); };
+  std::vector<Tensor> inputs = make();
+  std::cout << "graph    " << path << ": @" << g.name() << ", " << g.num_nodes() << " ops\n";
+  std::cout << "input    " << inputs_line(inputs) << " (seed " << seed
+            << (o.specials ? ", specials" : "") << ")\n";
+  std::cout << "mode     " << o.mode << "\n";
+  if (o.mode == "eager") {
+    for (const Tensor& out : fn(inputs))
+      std::cout << "output   " << describe_output(out) << "\n";
+    return 0;
+  }
+  CheckOptions co;
+  co.mode = parse_mode(o.mode);
+  co.magnitude = graph_has_reordered_sums(g);
+  CheckReport r = check_compiled(fn, make, co);
+  if (r.invalid) return report("run", runtime_error("the graph fails eagerly: " + *r.invalid));
+  if (r.compiled_error) {
+    std::cout << "matches eager: no: the compiled call fails: " << *r.compiled_error << "\n";
+    return 1;
+  }
+  for (const Tensor& out : r.compiled)
+    std::cout << "output   " << describe_output(out) << "\n";
+  std::cout << "time     first call " << fmt_ms(r.first_call_ms)
+            << " (incl. trace and compile), second call " << fmt_ms(r.second_call_ms) << "\n";
+  std::cout << "stats    " << stats_line(r.stats) << "\n";
+  if (!r.mismatches.empty()) {
+    std::cout << "matches eager: no: " << r.mismatches.front() << "\n";
+    for (size_t k = 1; k < r.mismatches.size(); ++k)
+      std::cout << "               " << r.mismatches[k] << "\n";
+    return 1;
+  }
+  std::cout << "matches eager: yes ("
+            << (r.bitwise ? "bit for bit" : "within the f64 reference rule") << ")\n";
+  return 0;
 }
 
 } // namespace
@@ -254,6 +292,10 @@ int run_main(std::span<const std::string_view> args) {
     if (a == "-h" || a == "--help") {
       std::cout << kRunUsage << kModelArgsHelp;
       return 0;
+    }
+    if (a == "--specials") {
+      o.specials = true;
+      continue;
     }
     std::optional<CommandError> err;
     if (flag_value(args, i, "--mode", o.mode, err) || flag_value(args, i, "--iters", iters, err) ||
@@ -277,6 +319,13 @@ int run_main(std::span<const std::string_view> args) {
   if (!iters.empty() && (!parse_uint(iters, o.iters) || o.iters == 0))
     return report("run", usage_error("bad --iters '" + iters + "': expected a positive integer"));
 
+  if (margs.positional.ends_with(".kir")) {
+    try {
+      return run_kir_command(o, margs.positional, margs.seed);
+    } catch (const Error& e) {
+      return report("run", runtime_error(e.message()));
+    }
+  }
   LoadedRegistry reg;
   if (auto err = LoadedRegistry::load(margs.plugins, reg)) return report("run", *err);
   ModelInstance inst;

@@ -1,0 +1,162 @@
+// check_compiled: one function, eager vs compiled, by the f64 reference rule.
+#include "tools/fuzz_check.h"
+
+#include <chrono>
+
+#include "runtime/accuracy.h"
+#include "runtime/error.h"
+#include "runtime/ops.h"
+
+namespace kiln::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+/// Runs fn, or nothing when it throws kiln::Error (a reference run that is not meaningful).
+std::vector<Tensor> try_run(const TestFunction& fn, std::vector<Tensor> inputs) {
+  try {
+    return fn(inputs);
+  } catch (const Error&) {
+    return {};
+  }
+}
+
+/// |m| with NaN as 0: an error bound per element (NaN would disable the check there).
+Tensor magnitude_bound(const Tensor& m) {
+  if (!m.defined() || !is_floating(m.dtype())) return {};
+  Tensor a = abs(m);
+  return where(eq(a, a), a, Scalar(0.0));
+}
+
+CompileOptions options_for(Mode m) {
+  CompileOptions c;
+  c.mode = m;
+  return c;
+}
+
+/// Copies of the tensors whose data later calls cannot change.
+std::vector<Tensor> snapshot(const std::vector<Tensor>& ts) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : ts)
+    out.push_back(t.defined() ? t.clone() : t);
+  return out;
+}
+
+class Checker {
+public:
+  Checker(const TestFunction& fn, const InputMaker& make, const CheckOptions& o)
+      : fn_(fn), make_(make), o_(o) {}
+
+  CheckReport run() {
+    pristine_ = make_();
+    eager_in_ = make_();
+    try {
+      r_.eager = snapshot(fn_(eager_in_));
+    } catch (const Error& e) {
+      r_.invalid = e.message();
+      return std::move(r_);
+    }
+    ref_in_ = to_f64(make_());
+    reference_ = try_run(fn_, ref_in_);
+    if (o_.magnitude) magnitude_ = try_run(fn_, to_f64_abs(make_()));
+    if (!compile_and_compare()) return std::move(r_);
+    if (o_.replay) replay();
+    return std::move(r_);
+  }
+
+private:
+  std::vector<Tensor> call(std::vector<Tensor>& inputs) {
+    std::vector<detail::CallArg> args;
+    for (const Tensor& t : inputs)
+      args.push_back({true, t, Scalar(0)});
+    return compiled_.call(args, [&](std::span<const Tensor> ts) { return fn_(ts); });
+  }
+
+  bool compile_and_compare() {
+    std::vector<Tensor> in = make_();
+    auto start = Clock::now();
+    try {
+      r_.compiled = snapshot(call(in));
+    } catch (const Error& e) {
+      r_.compiled_error = e.message();
+      return false;
+    }
+    r_.first_call_ms = ms_since(start);
+    r_.stats = compiled_.stats();
+    compare_outputs();
+    compare_inputs(in, "");
+    return true;
+  }
+
+  void compare_outputs() {
+    if (r_.compiled.size() != r_.eager.size()) {
+      r_.mismatches.push_back("compiled gives " + std::to_string(r_.compiled.size()) +
+                              " outputs, eager " + std::to_string(r_.eager.size()));
+      return;
+    }
+    r_.bitwise = true;
+    for (size_t k = 0; k < r_.eager.size(); ++k) {
+      r_.bitwise = r_.bitwise && !check_bitwise(r_.compiled[k], r_.eager[k]);
+      AccuracyOptions ao;
+      if (k < magnitude_.size()) ao.magnitude = magnitude_bound(magnitude_[k]);
+      Tensor ref = k < reference_.size() ? reference_[k] : Tensor();
+      if (auto why = check_accuracy(r_.compiled[k], r_.eager[k], ref, ao))
+        r_.mismatches.push_back("output " + std::to_string(k) + ": " + *why);
+    }
+  }
+
+  /// Inputs eager left alone must keep their bits; inputs eager wrote must be written alike.
+  void compare_inputs(const std::vector<Tensor>& in, const std::string& when) {
+    for (size_t k = 0; k < in.size(); ++k) {
+      if (!check_bitwise(eager_in_[k], pristine_[k])) {
+        if (auto why = check_bitwise(in[k], pristine_[k]))
+          r_.mismatches.push_back("input " + std::to_string(k) + " was written by the compiled" +
+                                  when + " call, not by eager: " + *why);
+        continue;
+      }
+      Tensor ref = k < ref_in_.size() && !reference_.empty() ? ref_in_[k] : Tensor();
+      if (auto why = check_accuracy(in[k], eager_in_[k], ref))
+        r_.mismatches.push_back("input " + std::to_string(k) + " as written by the compiled" +
+                                when + " call: " + *why);
+    }
+  }
+
+  void replay() {
+    std::vector<Tensor> in = make_();
+    std::vector<Tensor> again;
+    auto start = Clock::now();
+    try {
+      again = snapshot(call(in));
+    } catch (const Error& e) {
+      r_.compiled_error = "second call: " + e.message();
+      return;
+    }
+    r_.second_call_ms = ms_since(start);
+    r_.stats = compiled_.stats();
+    for (size_t k = 0; k < again.size() && k < r_.compiled.size(); ++k)
+      if (auto why = check_bitwise(again[k], r_.compiled[k]))
+        r_.mismatches.push_back("output " + std::to_string(k) +
+                                " differs on the second (replayed) call: " + *why);
+    compare_inputs(in, " second");
+  }
+
+  const TestFunction& fn_;
+  const InputMaker& make_;
+  CheckOptions o_;
+  CompiledFunction compiled_{options_for(o_.mode), nullptr};
+  CheckReport r_;
+  std::vector<Tensor> pristine_, eager_in_, ref_in_, reference_, magnitude_;
+};
+
+} // namespace
+
+CheckReport check_compiled(const TestFunction& fn, const InputMaker& make,
+                           const CheckOptions& options) {
+  return Checker(fn, make, options).run();
+}
+
+} // namespace kiln::tools

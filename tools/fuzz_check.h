@@ -1,0 +1,53 @@
+// Checking one function over tensors compiled against eager: outputs by the f64 reference rule
+// (runtime/accuracy.h), inputs unmutated unless eager mutates them, and the same bits again on
+// a second (replayed) call. Shared by `kiln fuzz` and `kiln run FILE.kir`.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "frontend/compile.h"
+#include "runtime/tensor.h"
+
+namespace kiln::tools {
+
+/// The function under test: runs on the given tensors (concrete, or traced by kiln::compile)
+/// and returns its outputs; it may write into its inputs.
+using TestFunction = std::function<std::vector<Tensor>(std::span<const Tensor>)>;
+/// Makes a fresh copy of the function's inputs, the same data every call.
+using InputMaker = std::function<std::vector<Tensor>()>;
+
+struct CheckOptions {
+  Mode mode = Mode::default_;
+  /// Bound the error of each output by the function run on |inputs| in f64 (sum-like
+  /// functions, where inputs may cancel).
+  bool magnitude = false;
+  /// Call the compiled function a second time and require the same bits.
+  bool replay = true;
+};
+
+/// What a check found.
+struct CheckReport {
+  /// Eager threw: the inputs are no valid call, nothing was checked.
+  std::optional<std::string> invalid;
+  /// The compiled call threw where eager did not.
+  std::optional<std::string> compiled_error;
+  /// Every difference found, each on one line ("output 0: ...").
+  std::vector<std::string> mismatches;
+  std::vector<Tensor> eager, compiled;
+  /// Every compiled output equals eager's bit for bit.
+  bool bitwise = false;
+  CompileStats stats;
+  double first_call_ms = 0, second_call_ms = 0;
+  bool passed() const { return !invalid && !compiled_error && mismatches.empty(); }
+};
+
+/// Runs `fn` eagerly, on f64 copies of the inputs (the reference), optionally on their
+/// magnitudes, then compiled in `options.mode`, and compares.
+CheckReport check_compiled(const TestFunction& fn, const InputMaker& make,
+                           const CheckOptions& options);
+
+} // namespace kiln::tools

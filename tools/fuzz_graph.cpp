@@ -1,0 +1,74 @@
+// run_graph: a .kir graph interpreted node by node through kiln::dispatch.
+#include "tools/fuzz_graph.h"
+
+#include <unordered_map>
+
+#include "ir/node.h"
+#include "runtime/error.h"
+#include "runtime/ops/dispatch.h"
+#include "tools/fuzz_program.h"
+
+namespace kiln::tools {
+namespace {
+
+/// A constant input as the graph means it: a wrapped number stays a weak scalar operand.
+Tensor constant_tensor(const ir::Value& v) {
+  const Tensor& c = v.constant();
+  if (!v.type().wrapped_number()) return c;
+  if (c.dtype() == DType::bool_) return wrap_scalar(Scalar(c.item<bool>()));
+  if (is_floating(c.dtype())) return wrap_scalar(Scalar(c.item<double>()));
+  return wrap_scalar(Scalar(c.item<int64_t>()));
+}
+
+} // namespace
+
+std::vector<Tensor> run_graph(const ir::Graph& g, std::span<const Tensor> args) {
+  std::unordered_map<const ir::Value*, Tensor> env;
+  size_t next = 0;
+  for (const ir::Value* in : g.inputs()) {
+    if (in->is_constant()) {
+      env[in] = constant_tensor(*in);
+      continue;
+    }
+    KILN_CHECK(next < args.size(), "kiln run: graph @", g.name(), " has more inputs than the ",
+               args.size(), " given");
+    env[in] = args[next++];
+  }
+  for (const ir::Node* n : g.nodes()) {
+    std::vector<Tensor> x;
+    for (const ir::Value* v : n->inputs())
+      x.push_back(env.at(v));
+    std::vector<Tensor> outs = dispatch(n->op(), x, n->attrs());
+    for (size_t k = 0; k < outs.size(); ++k)
+      env[n->output(k)] = outs[k];
+  }
+  // The graph's semantics: writes happen after every node, in order.
+  for (const ir::InPlaceWrite& w : g.writes())
+    env.at(w.target).copy_(env.at(w.source));
+  std::vector<Tensor> out;
+  for (const ir::Value* v : g.outputs())
+    out.push_back(env.at(v));
+  return out;
+}
+
+std::vector<Tensor> make_graph_inputs(const ir::Graph& g, uint64_t seed, bool specials) {
+  std::vector<Tensor> out;
+  for (const ir::Value* in : g.inputs()) {
+    if (in->is_constant()) continue;
+    const ir::Type& t = in->type();
+    KILN_CHECK(t.is_static(), "kiln run: input ", out.size(), " of graph @", g.name(),
+               " has symbolic sizes (", t.str(), "): no data can be made for it");
+    out.push_back(make_input(t.sizes(), t.strides(), t.dtype(), seed, out.size(), specials));
+  }
+  return out;
+}
+
+bool graph_has_reordered_sums(const ir::Graph& g) {
+  for (const ir::Node* n : g.nodes()) {
+    OpKind k = n->schema().kind;
+    if (k == OpKind::reduction || k == OpKind::contraction) return true;
+  }
+  return false;
+}
+
+} // namespace kiln::tools
