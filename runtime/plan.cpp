@@ -18,15 +18,17 @@ void run_kernel(const Plan::KernelCall& k, std::span<const Tensor> operands,
                 std::span<const size_t> results, const std::vector<Tensor>& slots) {
   std::vector<char*> buffers;
   buffers.reserve(operands.size() + results.size());
-  bool empty = k.rows == 0;
   for (const Tensor& t : operands)
     buffers.push_back(t.numel() == 0 ? nullptr : static_cast<char*>(t.raw_data()));
+  // An empty output has no iterations of its own; the kernel still runs for the others (a
+  // sum over an empty extent stores its identity beside an empty pointwise result).
+  bool empty = true;
   for (size_t s : results) {
     const Tensor& out = slots[s];
-    empty = empty || out.numel() == 0;
+    empty = empty && out.numel() == 0;
     buffers.push_back(out.numel() == 0 ? nullptr : static_cast<char*>(out.raw_data()));
   }
-  if (empty) return;
+  if (k.rows == 0 || empty) return;
   KernelEntry entry = k.entry;
   char* const* args = buffers.data();
   if (k.rows <= k.grain || in_parallel_region()) {
