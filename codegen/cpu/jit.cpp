@@ -18,6 +18,7 @@
 #include <mutex>
 
 #include "codegen/cpu/llvm_target.h"
+#include "codegen/cpu/object_check.h"
 #include "runtime/error.h"
 
 namespace kiln::codegen::cpu {
@@ -99,6 +100,11 @@ void* JitLibrary::lookup(std::string_view symbol) const {
 }
 
 std::shared_ptr<JitLibrary> load_object(std::string_view object, std::string_view name) {
+  // JITLink trusts the object's structure (offsets, indices, sizes): a corrupt one could make
+  // it read or write outside the buffer, so it never sees one.
+  if (Expected<void> ok = check_object(object); !ok)
+    throw Error::without_location(
+        detail::str("LLVM JIT: can't load object ", name, ": ", ok.error().message()));
   Backend& b = backend();
   std::shared_ptr<JitLibrary> lib(new JitLibrary());
   lib->impl_ = std::make_unique<JitLibrary::Impl>();

@@ -38,7 +38,8 @@ private:
 };
 
 /// Links an object file (ELF bytes from the code generator or the on-disk cache) into the
-/// process. `name` labels the library in errors. A malformed object is a kiln::Error.
+/// process. `name` labels the library in errors. A malformed object (check_object) is a
+/// kiln::Error, and is never handed to LLVM.
 std::shared_ptr<JitLibrary> load_object(std::string_view object, std::string_view name);
 
 } // namespace kiln::codegen::cpu

@@ -1,0 +1,319 @@
+// check_object: every structure JITLink reads from an ELF object, checked to lie inside the
+// buffer and to refer to things that exist, so that a corrupt cache entry is a miss, not a crash.
+#include "codegen/cpu/object_check.h"
+
+#include <elf.h>
+
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace kiln::codegen::cpu {
+namespace {
+
+/// Largest section alignment accepted: kernels need 64 (AVX-512 constants); LLVM emits 4096
+/// at most for pages. A huge one would make the JIT's allocator reserve that much.
+constexpr uint64_t kMaxAlign = uint64_t{1} << 16;
+/// Largest zero-fill (SHT_NOBITS) section accepted: its size takes no bytes in the file.
+constexpr uint64_t kMaxZeroFill = uint64_t{1} << 28;
+
+#if defined(__x86_64__)
+constexpr uint16_t kHostMachine = EM_X86_64;
+#elif defined(__aarch64__)
+constexpr uint16_t kHostMachine = EM_AARCH64;
+#else
+constexpr uint16_t kHostMachine = EM_NONE;
+#endif
+
+/// Reads a T (an ELF struct or integer: the host is little-endian) at `offset`, which the
+/// caller has checked to be in range; memcpy, since the file's fields may be misaligned.
+template <typename T> T read_at(std::string_view bytes, uint64_t offset) {
+  T v;
+  std::memcpy(&v, bytes.data() + offset, sizeof(T));
+  return v;
+}
+
+/// Whether [offset, offset + size) lies inside a buffer of `total` bytes, without overflow.
+bool in_range(uint64_t offset, uint64_t size, uint64_t total) {
+  return offset <= total && size <= total - offset;
+}
+
+/// The bytes patched by an x86-64 relocation at its offset, and how many bytes before the
+/// offset JITLink may read to relax the instruction (the GOT-load forms).
+struct Patch {
+  uint64_t width;
+  uint64_t before;
+};
+
+Patch x86_64_patch(uint32_t type) {
+  switch (type) {
+  case R_X86_64_NONE: return {0, 0};
+  case R_X86_64_8:
+  case R_X86_64_PC8: return {1, 0};
+  case R_X86_64_16:
+  case R_X86_64_PC16: return {2, 0};
+  case R_X86_64_PC32:
+  case R_X86_64_GOT32:
+  case R_X86_64_PLT32:
+  case R_X86_64_32:
+  case R_X86_64_32S:
+  case R_X86_64_GOTPC32:
+  case R_X86_64_SIZE32:
+  case R_X86_64_TLSGD:
+  case R_X86_64_TLSLD:
+  case R_X86_64_DTPOFF32:
+  case R_X86_64_GOTTPOFF:
+  case R_X86_64_TPOFF32: return {4, 0};
+  case R_X86_64_GOTPCREL:
+  case R_X86_64_GOTPCRELX:
+  case R_X86_64_REX_GOTPCRELX: return {4, 3};
+  default: return {8, 3}; // the widest field and the longest look-behind: safe for any type
+  }
+}
+
+Patch host_patch(uint32_t type) {
+  if (kHostMachine == EM_X86_64) return x86_64_patch(type);
+  // AArch64: instructions are 4 bytes, data relocations up to 8.
+  return {8, 0};
+}
+
+/// The checker: one pass over the section table, then the tables that refer to sections.
+class ObjectChecker {
+public:
+  explicit ObjectChecker(std::string_view bytes) : b_(bytes), size_(bytes.size()) {}
+
+  /// The first problem found, or "" when the object is well-formed.
+  std::string run() {
+    if (std::string e = header(); !e.empty()) return e;
+    if (std::string e = sections(); !e.empty()) return e;
+    for (uint64_t i = 0; i < shdrs_.size(); ++i) {
+      std::string e;
+      switch (shdrs_[i].sh_type) {
+      case SHT_SYMTAB: e = symbols(i); break;
+      case SHT_RELA: e = relocations(i, true); break;
+      case SHT_REL: e = relocations(i, false); break;
+      case SHT_GROUP: e = group(i); break;
+      default:
+        if (section_name(i) == ".eh_frame") e = eh_frame(i);
+      }
+      if (!e.empty()) return e;
+    }
+    return "";
+  }
+
+private:
+  std::string header() {
+    if (size_ < sizeof(Elf64_Ehdr))
+      return "the object has " + std::to_string(size_) + " bytes, fewer than an ELF header";
+    eh_ = read_at<Elf64_Ehdr>(b_, 0);
+    if (std::memcmp(eh_.e_ident, ELFMAG, SELFMAG) != 0) return "no ELF magic";
+    if (eh_.e_ident[EI_CLASS] != ELFCLASS64) return "not a 64-bit ELF file";
+    if (eh_.e_ident[EI_DATA] != ELFDATA2LSB) return "not a little-endian ELF file";
+    if (eh_.e_ident[EI_VERSION] != EV_CURRENT || eh_.e_version != EV_CURRENT)
+      return "unknown ELF version";
+    if (eh_.e_type != ET_REL)
+      return "not a relocatable object (e_type " + std::to_string(eh_.e_type) + ")";
+    if (eh_.e_machine != kHostMachine)
+      return "built for machine " + std::to_string(eh_.e_machine) + ", not this host's";
+    if (eh_.e_ehsize != sizeof(Elf64_Ehdr)) return "bad ELF header size";
+    if (eh_.e_phnum != 0) return "a relocatable object with program headers";
+    if (eh_.e_shentsize != sizeof(Elf64_Shdr)) return "bad section header entry size";
+    if (eh_.e_shnum == 0 || eh_.e_shnum >= SHN_LORESERVE)
+      return "bad section count " + std::to_string(eh_.e_shnum);
+    if (!in_range(eh_.e_shoff, uint64_t{eh_.e_shnum} * sizeof(Elf64_Shdr), size_))
+      return "the section header table (offset " + std::to_string(eh_.e_shoff) + ", " +
+             std::to_string(eh_.e_shnum) + " entries) is outside the object";
+    if (eh_.e_shstrndx == SHN_UNDEF || eh_.e_shstrndx >= eh_.e_shnum)
+      return "section name table index " + std::to_string(eh_.e_shstrndx) + " out of range";
+    return "";
+  }
+
+  std::string section_label(uint64_t i) const { return "section " + std::to_string(i); }
+
+  /// The name of section i (checked by sections()), or "" before the checks.
+  std::string_view section_name(uint64_t i) const {
+    if (!names_checked_) return "";
+    const Elf64_Shdr& strtab = shdrs_[eh_.e_shstrndx];
+    return std::string_view(b_.data() + strtab.sh_offset + shdrs_[i].sh_name);
+  }
+
+  std::string sections() {
+    shdrs_.resize(eh_.e_shnum);
+    for (uint64_t i = 0; i < shdrs_.size(); ++i)
+      shdrs_[i] = read_at<Elf64_Shdr>(b_, eh_.e_shoff + i * sizeof(Elf64_Shdr));
+    if (shdrs_[0].sh_type != SHT_NULL) return "section 0 is not the null section";
+    uint64_t symtabs = 0;
+    for (uint64_t i = 1; i < shdrs_.size(); ++i) {
+      const Elf64_Shdr& s = shdrs_[i];
+      const std::string label = section_label(i);
+      if (s.sh_type == SHT_NULL) continue;
+      if (s.sh_type == SHT_NOBITS) {
+        if (s.sh_size > kMaxZeroFill)
+          return label + ": zero-fill size " + std::to_string(s.sh_size) + " over the limit";
+      } else if (!in_range(s.sh_offset, s.sh_size, size_)) {
+        return label + ": bytes [" + std::to_string(s.sh_offset) + ", +" +
+               std::to_string(s.sh_size) + ") are outside the object of " + std::to_string(size_) +
+               " bytes";
+      }
+      if (s.sh_addralign > kMaxAlign || (s.sh_addralign & (s.sh_addralign - 1)) != 0)
+        return label + ": bad alignment " + std::to_string(s.sh_addralign);
+      if (s.sh_link >= shdrs_.size())
+        return label + ": sh_link " + std::to_string(s.sh_link) + " out of range";
+      if (s.sh_type == SHT_STRTAB) {
+        if (s.sh_size == 0 || b_[s.sh_offset] != '\0' || b_[s.sh_offset + s.sh_size - 1] != '\0')
+          return label + ": a string table must begin and end with NUL";
+      }
+      if (s.sh_type == SHT_SYMTAB && ++symtabs > 1) return "more than one symbol table";
+      if (s.sh_type == SHT_SYMTAB_SHNDX || s.sh_type == SHT_DYNSYM || s.sh_type == SHT_DYNAMIC)
+        return label + ": section type " + std::to_string(s.sh_type) +
+               " has no place in a kernel object";
+    }
+    const Elf64_Shdr& names = shdrs_[eh_.e_shstrndx];
+    if (names.sh_type != SHT_STRTAB) return "the section name table is not a string table";
+    for (uint64_t i = 0; i < shdrs_.size(); ++i)
+      if (shdrs_[i].sh_name >= names.sh_size)
+        return section_label(i) + ": name offset " + std::to_string(shdrs_[i].sh_name) +
+               " out of range";
+    names_checked_ = true;
+    return "";
+  }
+
+  /// Checks that section `link` is a string table (for the table at `i`).
+  std::string linked_strtab(uint64_t i, uint64_t link) const {
+    if (link == 0 || shdrs_[link].sh_type != SHT_STRTAB)
+      return section_label(i) + ": sh_link " + std::to_string(link) + " is not a string table";
+    return "";
+  }
+
+  std::string symbols(uint64_t i) {
+    const Elf64_Shdr& s = shdrs_[i];
+    const std::string label = section_label(i) + " (symbol table)";
+    if (s.sh_entsize != sizeof(Elf64_Sym) || s.sh_size % sizeof(Elf64_Sym) != 0)
+      return label + ": bad entry size";
+    if (std::string e = linked_strtab(i, s.sh_link); !e.empty()) return e;
+    const Elf64_Shdr& strtab = shdrs_[s.sh_link];
+    const uint64_t n = s.sh_size / sizeof(Elf64_Sym);
+    if (n == 0) return label + ": empty (no null symbol)";
+    if (s.sh_info == 0 || s.sh_info > n)
+      return label + ": first global index " + std::to_string(s.sh_info) + " out of range";
+    for (uint64_t k = 0; k < n; ++k) {
+      const auto sym = read_at<Elf64_Sym>(b_, s.sh_offset + k * sizeof(Elf64_Sym));
+      const std::string what = label + ": symbol " + std::to_string(k);
+      if (sym.st_name >= strtab.sh_size) return what + ": name offset out of range";
+      const unsigned bind = ELF64_ST_BIND(sym.st_info), type = ELF64_ST_TYPE(sym.st_info);
+      if (bind != STB_LOCAL && bind != STB_GLOBAL && bind != STB_WEAK)
+        return what + ": unknown binding " + std::to_string(bind);
+      if ((k < s.sh_info) != (bind == STB_LOCAL))
+        return what + ": locals must come before the first global index";
+      if (type > STT_TLS && type != STT_GNU_IFUNC)
+        return what + ": unknown type " + std::to_string(type);
+      const uint16_t shndx = sym.st_shndx;
+      if (shndx == SHN_UNDEF || shndx == SHN_ABS || shndx == SHN_COMMON) continue;
+      if (shndx >= shdrs_.size())
+        return what + ": section index " + std::to_string(shndx) + " out of range";
+      const Elf64_Shdr& target = shdrs_[shndx];
+      if (target.sh_type == SHT_NULL) return what + ": defined in the null section";
+      if (!in_range(sym.st_value, sym.st_size, target.sh_size))
+        return what + ": [" + std::to_string(sym.st_value) + ", +" + std::to_string(sym.st_size) +
+               ") is outside its section of " + std::to_string(target.sh_size) + " bytes";
+    }
+    return "";
+  }
+
+  std::string relocations(uint64_t i, bool rela) {
+    const Elf64_Shdr& s = shdrs_[i];
+    const std::string label = section_label(i) + " (relocations)";
+    const uint64_t entsize = rela ? sizeof(Elf64_Rela) : sizeof(Elf64_Rel);
+    if (s.sh_entsize != entsize || s.sh_size % entsize != 0) return label + ": bad entry size";
+    if (s.sh_link == 0 || shdrs_[s.sh_link].sh_type != SHT_SYMTAB)
+      return label + ": sh_link " + std::to_string(s.sh_link) + " is not the symbol table";
+    if (s.sh_info == 0 || s.sh_info >= shdrs_.size())
+      return label + ": target section " + std::to_string(s.sh_info) + " out of range";
+    const Elf64_Shdr& target = shdrs_[s.sh_info];
+    if (target.sh_type == SHT_NOBITS || target.sh_type == SHT_NULL)
+      return label + ": target section " + std::to_string(s.sh_info) + " holds no bytes";
+    const uint64_t symbols = shdrs_[s.sh_link].sh_size / sizeof(Elf64_Sym);
+    for (uint64_t k = 0; k < s.sh_size / entsize; ++k) {
+      const uint64_t at = s.sh_offset + k * entsize;
+      const uint64_t offset = read_at<uint64_t>(b_, at);
+      const uint64_t info = read_at<uint64_t>(b_, at + 8);
+      const std::string what = label + ": relocation " + std::to_string(k);
+      if (ELF64_R_SYM(info) >= symbols)
+        return what + ": symbol index " + std::to_string(ELF64_R_SYM(info)) + " out of range";
+      const Patch p = host_patch(static_cast<uint32_t>(ELF64_R_TYPE(info)));
+      if (!in_range(offset, p.width, target.sh_size) || offset < p.before)
+        return what + ": offset " + std::to_string(offset) + " (type " +
+               std::to_string(ELF64_R_TYPE(info)) + ") is outside its target section of " +
+               std::to_string(target.sh_size) + " bytes";
+    }
+    return "";
+  }
+
+  std::string group(uint64_t i) const {
+    const Elf64_Shdr& s = shdrs_[i];
+    const std::string label = section_label(i) + " (group)";
+    if (s.sh_entsize != 4 || s.sh_size % 4 != 0 || s.sh_size == 0)
+      return label + ": bad entry size";
+    if (s.sh_link == 0 || shdrs_[s.sh_link].sh_type != SHT_SYMTAB)
+      return label + ": sh_link is not the symbol table";
+    if (s.sh_info >= shdrs_[s.sh_link].sh_size / sizeof(Elf64_Sym))
+      return label + ": signature symbol out of range";
+    for (uint64_t at = 4; at < s.sh_size; at += 4)
+      if (uint32_t member = read_at<uint32_t>(b_, s.sh_offset + at);
+          member == 0 || member >= shdrs_.size())
+        return label + ": member section " + std::to_string(member) + " out of range";
+    return "";
+  }
+
+  /// Walks the CIE and FDE records: each inside the section, each FDE pointing at a CIE.
+  std::string eh_frame(uint64_t i) const {
+    const Elf64_Shdr& s = shdrs_[i];
+    if (s.sh_type == SHT_NOBITS) return "";
+    const std::string label = section_label(i) + " (.eh_frame)";
+    std::set<uint64_t> cies;
+    uint64_t pos = 0;
+    while (pos < s.sh_size) {
+      if (s.sh_size - pos < 4) return label + ": a record length is cut off";
+      uint64_t length = read_at<uint32_t>(b_, s.sh_offset + pos);
+      uint64_t body = pos + 4;
+      if (length == 0) { // a terminator
+        pos = body;
+        continue;
+      }
+      if (length == 0xffffffffu) {
+        if (s.sh_size - body < 8) return label + ": a 64-bit record length is cut off";
+        length = read_at<uint64_t>(b_, s.sh_offset + body);
+        body += 8;
+      }
+      if (length < 4 || !in_range(body, length, s.sh_size))
+        return label + ": the record at " + std::to_string(pos) + " (" + std::to_string(length) +
+               " bytes) is outside the section";
+      const uint32_t id = read_at<uint32_t>(b_, s.sh_offset + body);
+      if (id == 0) {
+        cies.insert(pos);
+      } else if (id > body || !cies.count(body - id)) {
+        return label + ": the FDE at " + std::to_string(pos) + " points at no CIE";
+      }
+      pos = body + length;
+    }
+    return "";
+  }
+
+  std::string_view b_;
+  uint64_t size_;
+  Elf64_Ehdr eh_{};
+  std::vector<Elf64_Shdr> shdrs_;
+  bool names_checked_ = false;
+};
+
+} // namespace
+
+Expected<void> check_object(std::string_view object) {
+  std::string problem = ObjectChecker(object).run();
+  if (problem.empty()) return {};
+  return Error::without_location("malformed object: " + problem);
+}
+
+} // namespace kiln::codegen::cpu
