@@ -9,6 +9,7 @@
 
 #include "codegen/cache.h"
 #include "codegen/cpu/jit.h"
+#include "codegen/cpu/object_check.h"
 #include "runtime/error.h"
 #include "runtime/logs.h"
 
