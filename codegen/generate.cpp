@@ -90,6 +90,7 @@ GeneratedCode generate(const passes::FusionResult& fusion, bool use_cache) {
   const DiskCache& cache = DiskCache::global();
   std::optional<std::string> object;
   if (use_cache) object = cache.load(key);
+  if (object && !cpu::check_object(*object)) object.reset(); // a corrupt object is a miss
   out.cache_hit = object.has_value();
   if (!object) {
     object = cpu::compile_kernels(kernels, schedules, "kiln_graph");
