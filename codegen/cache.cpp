@@ -9,10 +9,13 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <mutex>
 #include <new>
+#include <set>
 #include <vector>
 
 #include "runtime/logs.h"
@@ -90,6 +93,35 @@ uint64_t get_u64(const char* p) {
   return v;
 }
 
+/// The lengths and checksum an entry's header declares.
+struct EntryHeader {
+  uint64_t key_len = 0;
+  uint64_t payload_len = 0;
+  uint64_t checksum = 0;
+};
+
+/// Reads the kHeaderSize bytes at `header` of an entry of `size` bytes; the reason it is bad,
+/// or "" (with `out` filled). The lengths are checked against the real size (by subtraction,
+/// which can't wrap) before anything is allocated: a corrupt length must not become a huge
+/// allocation.
+std::string read_entry_header(const char* header, uint64_t size, EntryHeader& out) {
+  if (std::memcmp(header, kMagic, sizeof(kMagic)) != 0) return "bad magic";
+  if (uint32_t version = get_u32(header + 8); version != kFormatVersion)
+    return "format version " + std::to_string(version) + ", expected " +
+           std::to_string(kFormatVersion);
+  if (get_u32(header + 12) != 0) return "bad header: the reserved field is not zero";
+  out.key_len = get_u64(header + 16);
+  out.payload_len = get_u64(header + 24);
+  out.checksum = get_u64(header + 32);
+  const uint64_t body = size - kHeaderSize;
+  if (out.key_len > body || out.payload_len != body - out.key_len)
+    return "lengths (key " + std::to_string(out.key_len) + ", payload " +
+           std::to_string(out.payload_len) + ") do not match the file size " + std::to_string(size);
+  if (out.payload_len > kMaxPayloadBytes)
+    return "the payload (" + std::to_string(out.payload_len) + " bytes) is over the limit";
+  return "";
+}
+
 void log_line(const std::string& line) {
   // One string, one write: lines from several threads or processes don't interleave.
   if (log_enabled("cache")) std::cerr << ("[kiln cache] " + line + "\n");
@@ -156,6 +188,10 @@ std::vector<std::string> list_names(int dir_fd) {
   return names;
 }
 
+/// How a disabled cache's reason begins when others can write to its directory: that one is
+/// warned about on stderr, not only logged, since it is a security problem.
+constexpr std::string_view kWritableByOthers = "it is writable by its group or by others";
+
 /// Opens (creating when missing) the cache directory `dir` into `fd`; the reason it can't be
 /// used otherwise.
 std::string open_dir(const fs::path& dir, int& fd) {
@@ -178,6 +214,12 @@ std::string open_dir(const fs::path& dir, int& fd) {
   if (st.st_uid != ::geteuid())
     return "it is owned by uid " + std::to_string(st.st_uid) + ", not " +
            std::to_string(::geteuid());
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return std::string(kWritableByOthers) + " (mode " + mode + "), so others could delete or " +
+           "replace its entries; make it private with chmod 700";
+  }
   int opened_fd = ::open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (opened_fd < 0) return "cannot open it: " + errno_text(errno);
   struct stat opened {};
@@ -212,6 +254,15 @@ DiskCache::~DiskCache() {
 void DiskCache::disable(std::string reason) {
   disabled_reason_ = std::move(reason);
   log_line("disabled (" + dir_.string() + "): " + disabled_reason_);
+  if (disabled_reason_.starts_with(kWritableByOthers)) {
+    // Once per directory and process: tests and tools may open the same cache many times.
+    static std::mutex mutex;
+    static std::set<std::string> warned;
+    std::lock_guard lock(mutex);
+    if (warned.insert(dir_.string()).second)
+      std::cerr << ("kiln: warning: the kernel cache " + dir_.string() + " is not used: " +
+                    disabled_reason_ + "; kernels are compiled without a cache\n");
+  }
 }
 
 DiskCache& DiskCache::global() {
@@ -270,41 +321,44 @@ std::optional<std::string> DiskCache::load(std::string_view key, std::string* wh
   char header[kHeaderSize];
   std::string err;
   if (!read_exact(fd, header, kHeaderSize, 0, err)) return miss(err);
-  if (std::memcmp(header, kMagic, sizeof(kMagic)) != 0) return miss("bad magic");
-  if (uint32_t version = get_u32(header + 8); version != kFormatVersion)
-    return miss("format version " + std::to_string(version) + ", expected " +
-                std::to_string(kFormatVersion));
-  if (get_u32(header + 12) != 0) return miss("bad header: the reserved field is not zero");
-  const uint64_t key_len = get_u64(header + 16);
-  const uint64_t payload_len = get_u64(header + 24);
-  const uint64_t checksum = get_u64(header + 32);
-  // The lengths are checked against the file's real size (by subtraction, which can't wrap)
-  // before anything is allocated: a corrupt length must not become a huge allocation.
-  const uint64_t body = size - kHeaderSize;
-  if (key_len > body || payload_len != body - key_len)
-    return miss("lengths (key " + std::to_string(key_len) + ", payload " +
-                std::to_string(payload_len) + ") do not match the file size " +
-                std::to_string(size));
-  if (key_len != key.size())
-    return miss("key mismatch: the stored key has " + std::to_string(key_len) + " bytes, not " +
+  EntryHeader h;
+  if (std::string bad = read_entry_header(header, size, h); !bad.empty()) return miss(bad);
+  if (h.key_len != key.size())
+    return miss("key mismatch: the stored key has " + std::to_string(h.key_len) + " bytes, not " +
                 std::to_string(key.size()));
-  if (payload_len > kMaxPayloadBytes)
-    return miss("the payload (" + std::to_string(payload_len) + " bytes) is over the limit");
 
-  std::string stored_key(key_len, '\0');
-  if (!read_exact(fd, stored_key.data(), key_len, kHeaderSize, err)) return miss(err);
-  if (stored_key != key) return miss("key mismatch: another key with the same hash");
-  std::string payload;
+  // The whole entry (its size is now known to be the header's lengths, bounded), checked
+  // again by the same parser the fuzzer runs.
+  std::string bytes;
   try {
-    payload.resize(payload_len);
+    bytes.resize(size);
   } catch (const std::bad_alloc&) {
-    return miss("out of memory for " + std::to_string(payload_len) + " bytes");
+    return miss("out of memory for " + std::to_string(size) + " bytes");
   }
-  if (!read_exact(fd, payload.data(), payload_len, static_cast<off_t>(kHeaderSize + key_len), err))
-    return miss(err);
-  if (fnv1a(payload) != checksum) return miss("payload checksum mismatch");
+  if (!read_exact(fd, bytes.data(), size, 0, err)) return miss(err);
+  std::string bad;
+  std::optional<CacheEntry> entry = parse_cache_entry(bytes, &bad);
+  if (!entry) return miss(bad);
+  if (entry->key != key) return miss("key mismatch: another key with the same hash");
   log_line("hit " + hash);
-  return payload;
+  return std::string(entry->payload);
+}
+
+std::optional<CacheEntry> parse_cache_entry(std::string_view bytes, std::string* why) {
+  auto bad = [&](std::string reason) -> std::optional<CacheEntry> {
+    if (why != nullptr) *why = std::move(reason);
+    return std::nullopt;
+  };
+  if (bytes.size() < kHeaderSize)
+    return bad("truncated: " + std::to_string(bytes.size()) + " bytes, shorter than the header");
+  EntryHeader h;
+  if (std::string e = read_entry_header(bytes.data(), bytes.size(), h); !e.empty())
+    return bad(std::move(e));
+  CacheEntry entry;
+  entry.key = bytes.substr(kHeaderSize, h.key_len);
+  entry.payload = bytes.substr(kHeaderSize + h.key_len);
+  if (fnv1a(entry.payload) != h.checksum) return bad("payload checksum mismatch");
+  return entry;
 }
 
 void DiskCache::store(std::string_view key, std::string_view bytes) const {

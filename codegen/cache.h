@@ -10,6 +10,18 @@
 
 namespace kiln::codegen {
 
+/// One entry file's contents as parse_cache_entry found them: views into the bytes given.
+struct CacheEntry {
+  std::string_view key;
+  std::string_view payload;
+};
+
+/// Parses and verifies the bytes of one entry file: the header (magic, version, reserved
+/// field), the lengths against the size, and the payload's checksum. The reason it is bad
+/// goes to `why` (when not null). Pure (no file system): DiskCache::load and the cache
+/// fuzzer run it.
+std::optional<CacheEntry> parse_cache_entry(std::string_view bytes, std::string* why = nullptr);
+
 /// A directory of compiled artefacts (object files) keyed by a full key string.
 ///
 /// One entry per key, in a file named after a 64-bit hash of the key (16 hex digits, then
@@ -23,8 +35,10 @@ namespace kiln::codegen {
 /// new entry. Only names of that shape are the cache's: other files in the directory are left
 /// alone. Every method is safe to call from several threads at once.
 ///
-/// A cache whose directory can't be used (a symlink, owned by another user, not a directory,
-/// can't be created) is disabled: every load misses, stores do nothing; one log line says why.
+/// A cache whose directory can't be used (a symlink, owned by another user, writable by its
+/// group or others, not a directory, can't be created) is disabled: every load misses,
+/// stores do nothing; one log line says why. A directory others can write to is also warned
+/// about on stderr, once per directory and process.
 class DiskCache {
 public:
   /// Opens the cache at `dir`, creating it owner-only (0700) when missing (its parents with the

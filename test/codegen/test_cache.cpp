@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <optional>
 #include <string>
@@ -464,4 +465,88 @@ TEST_CASE("cache: loads racing with clear miss or give whole entries", "[cache]"
   expect_children_ok(children);
   cache.store("k", obj);
   CHECK(cache.load("k") == obj);
+}
+
+namespace {
+
+/// Runs fn with stderr (fd 2) sent to a file; returns what was written there.
+template <typename Fn> std::string capture_stderr(const fs::path& file, const Fn& fn) {
+  std::fflush(stderr);
+  std::cerr.flush();
+  const int saved = ::dup(2);
+  FILE* f = std::fopen(file.c_str(), "w");
+  REQUIRE(f != nullptr);
+  ::dup2(::fileno(f), 2);
+  fn();
+  std::cerr.flush();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::fclose(f);
+  return read_file(file);
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+    ++n;
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("cache: a directory others can write to is refused, with one warning", "[cache]") {
+  TempDir t;
+  fs::create_directories(t.dir);
+  const fs::path shared = t.dir / "shared";
+  DiskCache(shared).store(kKey, "bytes"); // an entry from when it was private
+  REQUIRE(::chmod(shared.c_str(), 0777) == 0);
+  std::string err = capture_stderr(t.dir / "stderr.txt", [&] {
+    for (int i = 0; i < 3; ++i) {
+      DiskCache cache(shared);
+      CHECK_FALSE(cache.enabled());
+      CHECK_THAT(cache.disabled_reason(),
+                 Catch::StartsWith("it is writable by its group or by others (mode 0777)"));
+      std::string why;
+      CHECK_FALSE(cache.load(kKey, &why).has_value());
+      CHECK_THAT(why, Catch::Contains("the cache is disabled: it is writable"));
+      cache.store("other", "bytes");
+    }
+  });
+  CHECK(count_of(err, "kiln: warning: the kernel cache " + shared.string() + " is not used") == 1);
+  CHECK(count_of(err, "chmod 700") == 1);
+  // Group-writable is refused too; read and search bits for others are fine.
+  REQUIRE(::chmod(shared.c_str(), 0770) == 0);
+  CHECK_THAT(DiskCache(shared).disabled_reason(), Catch::Contains("(mode 0770)"));
+  REQUIRE(::chmod(shared.c_str(), 0755) == 0);
+  DiskCache readable(shared);
+  CHECK(readable.enabled());
+  CHECK(readable.load(kKey) == std::string("bytes"));
+  CHECK_FALSE(fs::exists(readable.entry_path("other")));
+}
+
+TEST_CASE("cache: parse_cache_entry reads what store wrote and rejects damage", "[cache]") {
+  TempDir t;
+  DiskCache cache(t.dir);
+  const std::string payload = object_bytes(300, 9);
+  cache.store(kKey, payload);
+  const std::string bytes = read_file(cache.entry_path(kKey));
+  std::string why;
+  auto entry = kiln::codegen::parse_cache_entry(bytes, &why);
+  REQUIRE(entry);
+  CHECK(entry->key == kKey);
+  CHECK(entry->payload == payload);
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    INFO("prefix of " << n << " bytes");
+    CHECK_FALSE(kiln::codegen::parse_cache_entry(std::string_view(bytes).substr(0, n), &why));
+    CHECK_FALSE(why.empty());
+  }
+  std::string flipped = bytes;
+  flipped[bytes.size() - 1] ^= 1;
+  CHECK_FALSE(kiln::codegen::parse_cache_entry(flipped, &why));
+  CHECK(why == "payload checksum mismatch");
+  std::string huge = bytes;
+  put_u64(huge, 24, ~uint64_t{0});
+  CHECK_FALSE(kiln::codegen::parse_cache_entry(huge, &why));
+  CHECK_THAT(why, Catch::StartsWith("lengths (key "));
 }
