@@ -1,9 +1,9 @@
 // KILN_LOGS parsing.
 #include "runtime/logs.h"
 
+#include <algorithm>
 #include <cstdlib>
-#include <string>
-#include <vector>
+#include <iostream>
 
 namespace kiln {
 namespace {
@@ -32,6 +32,22 @@ bool names(const std::vector<std::string>& list, std::string_view artifact) {
 
 } // namespace
 
+const std::vector<std::string>& known_logs() {
+  // Every artifact some log_enabled / CompileOptions::logs test asks for (user-guide.md,
+  // "Logs and dumps"); a new log is added here too, or its users are warned about it.
+  static const std::vector<std::string> known = {"graph",      "passes", "graph_breaks", "guards",
+                                                 "recompiles", "fusion", "cache",        "all"};
+  return known;
+}
+
+std::vector<std::string> unknown_logs(std::string_view list) {
+  std::vector<std::string> out;
+  const std::vector<std::string>& known = known_logs();
+  for (std::string& name : parse_list(list))
+    if (std::find(known.begin(), known.end(), name) == known.end()) out.push_back(std::move(name));
+  return out;
+}
+
 bool log_list_has(std::string_view list, std::string_view artifact) {
   return names(parse_list(list), artifact);
 }
@@ -39,7 +55,18 @@ bool log_list_has(std::string_view list, std::string_view artifact) {
 bool log_enabled(std::string_view artifact) {
   static const std::vector<std::string> enabled = [] {
     const char* env = std::getenv("KILN_LOGS");
-    return env != nullptr ? parse_list(env) : std::vector<std::string>{};
+    if (env == nullptr) return std::vector<std::string>{};
+    std::vector<std::string> unknown = unknown_logs(env);
+    if (!unknown.empty()) {
+      std::string known;
+      for (const std::string& k : known_logs())
+        known += (known.empty() ? "" : ", ") + k;
+      std::string msg;
+      for (const std::string& u : unknown)
+        msg += "kiln: warning: KILN_LOGS names an unknown log '" + u + "' (known: " + known + ")\n";
+      std::cerr << msg; // one write: the lines don't interleave with other threads'
+    }
+    return parse_list(env);
   }();
   return names(enabled, artifact);
 }
