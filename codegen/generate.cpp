@@ -63,7 +63,8 @@ const std::string& build_id() {
   return id;
 }
 
-GeneratedCode generate(const passes::FusionResult& fusion, bool use_cache) {
+GeneratedCode generate(const passes::FusionResult& fusion, bool use_cache,
+                       const ScheduleOverride& schedule) {
   GeneratedCode out;
   const cpu::HostTarget& target = cpu::host_target();
   std::vector<ir::kernel::Kernel> kernels;
@@ -79,7 +80,7 @@ GeneratedCode generate(const passes::FusionResult& fusion, bool use_cache) {
   for (size_t g = 0; g < fusion.groups.size(); ++g) {
     GeneratedKernel gk;
     gk.kernel = passes::lower_group(fusion.groups[g], "kiln_k" + std::to_string(g), gk.buffers);
-    gk.schedule = choose_schedule(gk.kernel, target.vector_bytes);
+    gk.schedule = choose_schedule(gk.kernel, target.vector_bytes, schedule);
     gk.rows = gk.schedule.rows(gk.kernel);
     key += "schedule " + gk.schedule.str() + "\n" + gk.kernel.str();
     kernels.push_back(gk.kernel);

@@ -36,8 +36,10 @@ struct GeneratedCode {
 /// so that a rebuilt kiln never loads an object an older build cached; empty if it has none.
 const std::string& build_id();
 
-/// Lowers and compiles every group of `fusion`. Throws kiln::Error when a group has no
-/// lowering (the caller then runs the graph on the interpreter).
-GeneratedCode generate(const passes::FusionResult& fusion, bool use_cache = true);
+/// Lowers and compiles every group of `fusion` under the heuristic's schedules with the
+/// override's fields. Throws kiln::Error when a group has no lowering (the caller then runs
+/// the graph on the interpreter).
+GeneratedCode generate(const passes::FusionResult& fusion, bool use_cache = true,
+                       const ScheduleOverride& schedule = {});
 
 } // namespace kiln::codegen

@@ -2,7 +2,10 @@
 #include "codegen/schedule.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdlib>
 
+#include "runtime/error.h"
 #include "runtime/parallel.h"
 
 namespace kiln::codegen {
@@ -21,12 +24,65 @@ int64_t Schedule::rows(const Kernel& k) const {
 
 std::string Schedule::str() const {
   const char* v = vector == Vector::none ? "none" : vector == Vector::outer ? "outer" : "inner";
-  return std::string("vector=") + v + " lanes=" + std::to_string(lanes) +
-         " unroll=" + std::to_string(unroll) + " block=" + std::to_string(block) +
-         " grain=" + std::to_string(grain);
+  std::string s = std::string("vector=") + v + " lanes=" + std::to_string(lanes) +
+                  " unroll=" + std::to_string(unroll) + " block=" + std::to_string(block) +
+                  " grain=" + std::to_string(grain);
+  if (threads > 0) s += " threads=" + std::to_string(threads);
+  return s;
 }
 
-Schedule choose_schedule(const Kernel& k, int vector_bytes) {
+std::string ScheduleOverride::str() const {
+  std::string s;
+  auto field = [&](const char* name, int64_t v) {
+    if (v != 0) s += (s.empty() ? "" : ",") + std::string(name) + "=" + std::to_string(v);
+  };
+  field("lanes", lanes);
+  field("threads", threads);
+  field("grain", grain);
+  return s;
+}
+
+ScheduleOverride parse_schedule_override(std::string_view text) {
+  ScheduleOverride o;
+  const std::string_view whole = text;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    const std::string_view key = item.substr(0, eq);
+    const std::string_view value = eq == std::string_view::npos ? "" : item.substr(eq + 1);
+    int64_t n = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    KILN_CHECK(eq != std::string_view::npos && ec == std::errc() &&
+                   end == value.data() + value.size() && n > 0 && n <= (int64_t{1} << 40),
+               "schedule override '", whole, "': '", item,
+               "' is not KEY=N with a positive N (keys: lanes, threads, grain)");
+    if (key == "lanes") {
+      KILN_CHECK(n <= 16 && (n & (n - 1)) == 0, "schedule override '", whole,
+                 "': lanes must be 1, 2, 4, 8 or 16, got ", n);
+      o.lanes = static_cast<int>(n);
+    } else if (key == "threads") {
+      KILN_CHECK(n <= 1024, "schedule override '", whole, "': threads must be at most 1024");
+      o.threads = static_cast<int>(n);
+    } else if (key == "grain") {
+      o.grain = n;
+    } else {
+      KILN_CHECK(false, "schedule override '", whole, "': unknown key '", key,
+                 "' (keys: lanes, threads, grain)");
+    }
+  }
+  return o;
+}
+
+std::string schedule_override_env() {
+  const char* env = std::getenv("KILN_SCHEDULE");
+  return env != nullptr ? env : "";
+}
+
+Schedule choose_schedule(const Kernel& k, int vector_bytes, const ScheduleOverride& fixed) {
+  if (fixed.lanes > 0) vector_bytes = fixed.lanes * 4;
   Schedule s;
   int64_t widest = 4;
   bool arg_reduction = false;
@@ -74,6 +130,8 @@ Schedule choose_schedule(const Kernel& k, int vector_bytes) {
   }
   int64_t work = s.block * std::max<int64_t>(inner, 1);
   s.grain = std::max<int64_t>(1, (kParallelGrain + work - 1) / std::max<int64_t>(work, 1));
+  if (fixed.grain > 0) s.grain = fixed.grain;
+  s.threads = fixed.threads;
   return s;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "ir/kernel/kernel.h"
 
@@ -23,15 +24,42 @@ struct Schedule {
   int64_t block = 1;
   /// Rows per parallel chunk; a kernel of at most `grain` rows runs on the calling thread.
   int64_t grain = 1;
+  /// Threads the rows may run on; 0: the pool's count.
+  int threads = 0;
 
   /// Rows of a kernel: the outer points but the last dim, times the blocks of the last.
   int64_t rows(const ir::kernel::Kernel& k) const;
   std::string str() const;
 };
 
+/// Fields fixed from outside instead of by the heuristic: by tests that run every vector
+/// width and thread count the host can execute, by `kiln` commands, later by the autotuner.
+/// Text form (KILN_SCHEDULE, CompileOptions::schedule): "lanes=8,threads=1,grain=1".
+struct ScheduleOverride {
+  /// f32 lanes of the widest vector (1, 2, 4, 8 or 16): the vector width as if the target's
+  /// registers held lanes x 4 bytes (f64 kernels use half as many). Any width runs on any
+  /// x86-64 host (LLVM splits vectors wider than the registers), so every host can compute
+  /// in the order of every other. 0: the target's.
+  int lanes = 0;
+  /// Threads a kernel's rows may run on. 0: the pool's.
+  int threads = 0;
+  /// Rows per parallel chunk (1 runs even a small kernel in chunks). 0: the heuristic's.
+  int64_t grain = 0;
+
+  bool empty() const { return lanes == 0 && threads == 0 && grain == 0; }
+  /// The text form ("" when empty).
+  std::string str() const;
+};
+
+/// Parses the text form; "" is no override. A kiln::Error names a bad key or value.
+ScheduleOverride parse_schedule_override(std::string_view text);
+/// KILN_SCHEDULE's text ("" when unset).
+std::string schedule_override_env();
+
 /// The heuristic: vector width from the widest value type and the target's registers, inner
 /// vectorisation for reductions over a unit-stride last dim, blocks of 4096 points, chunks
-/// of at least kParallelGrain element operations.
-Schedule choose_schedule(const ir::kernel::Kernel& k, int vector_bytes);
+/// of at least kParallelGrain element operations; then the override's fields.
+Schedule choose_schedule(const ir::kernel::Kernel& k, int vector_bytes,
+                         const ScheduleOverride& fixed = {});
 
 } // namespace kiln::codegen

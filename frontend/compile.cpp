@@ -76,6 +76,7 @@ std::vector<Tensor> tensor_args(std::span<const detail::CallArg> args) {
 
 struct CompiledFunction::State {
   CompileOptions options;
+  codegen::ScheduleOverride schedule; // options.schedule or $KILN_SCHEDULE, parsed
   nn::Module* module = nullptr;
   std::mutex mu;
   std::vector<Entry> entries;
@@ -135,7 +136,7 @@ struct CompiledFunction::State {
           static_cast<size_t>(std::find(original.begin(), original.end(), in) - original.begin()));
     std::string fusion_log;
     auto exe = std::make_shared<const Executable>(std::move(g), std::move(input_map),
-                                                  options.backend == "kiln", &fusion_log);
+                                                  options.backend == "kiln", &fusion_log, schedule);
     if (wants("fusion") && !fusion_log.empty())
       std::cerr << "[kiln fusion] graph " << id << ":\n" << fusion_log;
     bucket.push_back({std::move(key), exe});
@@ -236,6 +237,8 @@ CompiledFunction::CompiledFunction(CompileOptions options, nn::Module* module)
              "'; expected kiln, interpreter or eager");
   KILN_CHECK(options.recompile_limit >= 0, "kiln::compile: recompile_limit must be >= 0, got ",
              options.recompile_limit);
+  state_->schedule = codegen::parse_schedule_override(
+      options.schedule.empty() ? codegen::schedule_override_env() : options.schedule);
   state_->options = std::move(options);
   state_->module = module;
 }
@@ -286,6 +289,7 @@ ExplainReport CompiledFunction::explain(std::span<const detail::CallArg> args,
   // cache and stats as they were.
   State scratch;
   scratch.options = s.options;
+  scratch.schedule = s.schedule;
   scratch.module = s.module;
   TraceSession session(
       scratch.session_options(true),

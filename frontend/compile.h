@@ -43,6 +43,10 @@ struct CompileOptions {
   std::string logs;
   /// Writes every stage of every compile here (as KILN_DUMP_DIR does).
   std::string dump_dir;
+  /// Fixes schedule fields of every generated kernel: "lanes=8,threads=1,grain=1" (f32 vector
+  /// lanes, threads per kernel, rows per parallel chunk). Empty: $KILN_SCHEDULE, else the
+  /// heuristic's. Tests use it to run every vector width and thread count on one host.
+  std::string schedule;
 };
 
 /// One graph break: where tracing had to stop because the host needed tensor data.

@@ -14,7 +14,8 @@ namespace kiln::frontend {
 Executable::~Executable() = default;
 
 Executable::Executable(std::unique_ptr<ir::Graph> graph, std::vector<size_t> input_map,
-                       bool generate_code, std::string* log)
+                       bool generate_code, std::string* log,
+                       const codegen::ScheduleOverride& schedule)
     : graph_(std::move(graph)) {
   std::unordered_map<const ir::Value*, size_t> slot;
   size_t num_slots = 0;
@@ -58,7 +59,7 @@ Executable::Executable(std::unique_ptr<ir::Graph> graph, std::vector<size_t> inp
       if (log)
         for (const std::string& line : fusion.log)
           *log += line + "\n";
-      codegen::GeneratedCode code = codegen::generate(fusion);
+      codegen::GeneratedCode code = codegen::generate(fusion, true, schedule);
       library_ = code.library;
       cache_hit_ = code.cache_hit;
       for (const passes::FusionStep& fs : fusion.order) {
@@ -87,6 +88,7 @@ Executable::Executable(std::unique_ptr<ir::Graph> graph, std::vector<size_t> inp
         call.entry = gk.entry;
         call.rows = gk.rows;
         call.grain = gk.schedule.grain;
+        call.threads = gk.schedule.threads;
         Plan::Step st;
         std::vector<std::pair<size_t, int>> results, operands; // step index, kernel buffer
         for (size_t b = 0; b < gk.buffers.size(); ++b) {

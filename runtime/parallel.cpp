@@ -15,10 +15,10 @@ namespace kiln {
 bool in_parallel_region() { return omp_in_parallel() != 0; }
 
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
-                  const std::function<void(int64_t, int64_t)>& fn) {
+                  const std::function<void(int64_t, int64_t)>& fn, int max_threads) {
   int64_t n = end - begin;
   if (n <= 0) return;
-  int threads = omp_get_max_threads();
+  int threads = max_threads > 0 ? max_threads : omp_get_max_threads();
   if (n <= grain || threads <= 1 || in_parallel_region()) {
     fn(begin, end);
     return;

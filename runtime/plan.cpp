@@ -35,7 +35,8 @@ void run_kernel(const Plan::KernelCall& k, std::span<const Tensor> operands,
     entry(args, 0, k.rows);
     return;
   }
-  parallel_for(0, k.rows, k.grain, [&](int64_t b, int64_t e) { entry(args, b, e); });
+  parallel_for(
+      0, k.rows, k.grain, [&](int64_t b, int64_t e) { entry(args, b, e); }, k.threads);
 }
 
 size_t aligned(size_t nbytes) {

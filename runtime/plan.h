@@ -35,6 +35,7 @@ public:
     KernelEntry entry = nullptr;
     int64_t rows = 0;  // rows of the kernel's iteration space
     int64_t grain = 1; // rows per parallel chunk; at most `grain` rows run on the caller
+    int threads = 0;   // threads the rows may run on; 0: the pool's
     struct Output {
       std::vector<int64_t> sizes; // contiguous
       DType dtype = DType::f32;

@@ -138,6 +138,8 @@ std::optional<CommandError> render(const DumpOptions& o, const Source& src, std:
       std::vector<ir::kernel::Kernel> kernels;
       std::vector<codegen::Schedule> schedules;
       const int width = codegen::cpu::host_target().vector_bytes;
+      const codegen::ScheduleOverride fixed =
+          codegen::parse_schedule_override(codegen::schedule_override_env());
       for (size_t gi = 0; gi < fusion.groups.size(); ++gi) {
         std::vector<const ir::Value*> buffers;
         try {
@@ -146,7 +148,7 @@ std::optional<CommandError> render(const DumpOptions& o, const Source& src, std:
           return runtime_error(src.name + " graph " + std::to_string(k) + " group " +
                                std::to_string(gi) + ": " + e.what());
         }
-        schedules.push_back(codegen::choose_schedule(kernels.back(), width));
+        schedules.push_back(codegen::choose_schedule(kernels.back(), width, fixed));
       }
       if (o.stage == "llvm") {
         os << codegen::cpu::kernels_llvm_ir(kernels, schedules);

@@ -2,6 +2,8 @@
 // result equals eager code.
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include <kiln/kiln.h>
 
 #include "codegen/cpu/jit.h"
@@ -232,37 +234,48 @@ TEST_CASE("a long row sum keeps several vector accumulators folded in a fixed or
   // accumulators (the unroll), a scalar tail of 4099 mod (lanes x 4), then the accumulators
   // folded lane 0 first. Emulating exactly that order gives the compiled result bit for
   // bit; any other order (one accumulator, a tree, a different tail) differs in some row.
+  // Under every vector width (KILN_SCHEDULE's lanes, which any host can run) and the host's.
   manual_seed(21);
   const int64_t n = 4099;
   Tensor x = randn({6, n}) * 1000;
-  auto f = compile([](const Tensor& a) { return a.sum({1}); });
-  Tensor got = f(x);
-  REQUIRE(f.stats().generated_kernels == 1);
-  const int lanes = codegen::cpu::host_target().vector_bytes / 4 * 4;
-  std::vector<float> xs = x.to_vector<float>(), gs = got.to_vector<float>();
-  bool one_differs = false;
-  for (int64_t r = 0; r < 6; ++r) {
-    const float* row = xs.data() + r * n;
-    std::vector<float> acc(static_cast<size_t>(lanes), 0.0f);
-    const int64_t vec_end = n / lanes * lanes;
-    for (int64_t i = 0; i < vec_end; ++i)
-      acc[static_cast<size_t>(i % lanes)] += row[i];
-    float tail = 0.0f;
-    for (int64_t i = vec_end; i < n; ++i)
-      tail += row[i];
-    float want = acc[0];
-    for (int lane = 1; lane < lanes; ++lane)
-      want += acc[static_cast<size_t>(lane)];
-    want += tail;
-    float sequential = 0.0f;
-    for (int64_t i = 0; i < n; ++i)
-      sequential += row[i];
-    one_differs = one_differs || sequential != want;
-    CHECK(gs[static_cast<size_t>(r)] == want);
+  std::vector<float> xs = x.to_vector<float>();
+  std::set<std::vector<float>> results;
+  for (int f32_lanes : {0, 4, 8, 16}) {
+    INFO("lanes " << (f32_lanes == 0 ? std::string("of the host") : std::to_string(f32_lanes)));
+    CompileOptions o;
+    if (f32_lanes > 0) o.schedule = "lanes=" + std::to_string(f32_lanes);
+    auto f = compile([](const Tensor& a) { return a.sum({1}); }, o);
+    Tensor got = f(x);
+    REQUIRE(f.stats().generated_kernels == 1);
+    const int host = codegen::cpu::host_target().vector_bytes / 4;
+    const int lanes = (f32_lanes > 0 ? f32_lanes : host) * 4;
+    std::vector<float> gs = got.to_vector<float>();
+    bool one_differs = false;
+    for (int64_t r = 0; r < 6; ++r) {
+      const float* row = xs.data() + r * n;
+      std::vector<float> acc(static_cast<size_t>(lanes), 0.0f);
+      const int64_t vec_end = n / lanes * lanes;
+      for (int64_t i = 0; i < vec_end; ++i)
+        acc[static_cast<size_t>(i % lanes)] += row[i];
+      float tail = 0.0f;
+      for (int64_t i = vec_end; i < n; ++i)
+        tail += row[i];
+      float want = acc[0];
+      for (int lane = 1; lane < lanes; ++lane)
+        want += acc[static_cast<size_t>(lane)];
+      want += tail;
+      float sequential = 0.0f;
+      for (int64_t i = 0; i < n; ++i)
+        sequential += row[i];
+      one_differs = one_differs || sequential != want;
+      CHECK(gs[static_cast<size_t>(r)] == want);
+    }
+    CHECK(one_differs); // the inputs tell the orders apart
+    for (int call = 0; call < 3; ++call)
+      CHECK(f(x).to_vector<float>() == gs);
+    if (f32_lanes > 0) results.insert(gs);
   }
-  CHECK(one_differs); // the inputs tell the orders apart
-  for (int call = 0; call < 3; ++call)
-    CHECK(f(x).to_vector<float>() == gs);
+  CHECK(results.size() == 3); // the widths really differ: each is its own order
 }
 
 TEST_CASE("softmax computes exp once: the sum loop stashes it in the output", "[fusion]") {

@@ -1,0 +1,110 @@
+// The schedule override (KILN_SCHEDULE, CompileOptions::schedule): its text form, its errors,
+// and that the heuristic and the plan obey it.
+#include <catch2/catch.hpp>
+
+#include <kiln/kiln.h>
+
+#include "codegen/schedule.h"
+#include "frontend/frontend_testing.h"
+#include "ir/kernel/kernel.h"
+
+using namespace kiln;
+using codegen::choose_schedule;
+using codegen::parse_schedule_override;
+using codegen::Schedule;
+using codegen::ScheduleOverride;
+
+namespace {
+
+/// The loop IR of a one-op pointwise kernel over f32 or f64: enough for the heuristic.
+ir::kernel::Kernel pointwise_kernel(DType t, int64_t n) {
+  ir::kernel::Kernel k;
+  k.outer = {n};
+  ir::kernel::Instr in;
+  in.kind = ir::kernel::Instr::Kind::op;
+  in.dtype = t;
+  in.op = Op::add;
+  k.instrs.push_back(in);
+  return k;
+}
+
+std::string error_of(std::string_view text) {
+  try {
+    (void)parse_schedule_override(text);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+} // namespace
+
+TEST_CASE("schedule override: the text form parses and prints back") {
+  CHECK(parse_schedule_override("").empty());
+  ScheduleOverride o = parse_schedule_override("lanes=8,threads=3,grain=1");
+  CHECK(o.lanes == 8);
+  CHECK(o.threads == 3);
+  CHECK(o.grain == 1);
+  CHECK(o.str() == "lanes=8,threads=3,grain=1");
+  CHECK(parse_schedule_override(o.str()).str() == o.str());
+  CHECK(parse_schedule_override("threads=2").str() == "threads=2");
+}
+
+TEST_CASE("schedule override: bad text is an error naming the item and the keys") {
+  CHECK_THAT(error_of("lanes=3"), Catch::Contains("lanes must be 1, 2, 4, 8 or 16, got 3"));
+  CHECK_THAT(error_of("lanes=32"), Catch::Contains("lanes must be"));
+  CHECK_THAT(error_of("lanes"), Catch::Contains("'lanes' is not KEY=N"));
+  CHECK_THAT(error_of("threads=0"), Catch::Contains("positive N"));
+  CHECK_THAT(error_of("threads=-2"), Catch::Contains("positive N"));
+  CHECK_THAT(error_of("grain=1x"), Catch::Contains("'grain=1x'"));
+  CHECK_THAT(error_of("width=512"), Catch::Contains("unknown key 'width'"));
+  CHECK_THAT(error_of("width=512"), Catch::Contains("keys: lanes, threads, grain"));
+  // A compile with a bad override fails at once, not at the first kernel.
+  CompileOptions o;
+  o.schedule = "lanes=7";
+  CHECK_THROWS_WITH(compile([](const Tensor& a) { return a + 1; }, o),
+                    Catch::Contains("lanes must be"));
+}
+
+TEST_CASE("schedule override: the heuristic takes its lanes, grain and threads") {
+  const ir::kernel::Kernel k32 = pointwise_kernel(DType::f32, 100000);
+  const ir::kernel::Kernel k64 = pointwise_kernel(DType::f64, 100000);
+  // Without an override: the target's registers (64 bytes: 16 f32 lanes, 8 f64 lanes).
+  CHECK(choose_schedule(k32, 64).lanes == 16);
+  CHECK(choose_schedule(k64, 64).lanes == 8);
+  for (int lanes : {4, 8, 16}) {
+    INFO("lanes " << lanes);
+    ScheduleOverride o;
+    o.lanes = lanes;
+    // The same override on a 32- or 64-byte target: lanes are the override's, f64 half.
+    for (int bytes : {16, 32, 64}) {
+      CHECK(choose_schedule(k32, bytes, o).lanes == lanes);
+      CHECK(choose_schedule(k64, bytes, o).lanes == std::max(1, lanes / 2));
+    }
+  }
+  ScheduleOverride o = parse_schedule_override("threads=3,grain=2");
+  Schedule s = choose_schedule(k32, 32, o);
+  CHECK(s.threads == 3);
+  CHECK(s.grain == 2);
+  CHECK_THAT(s.str(), Catch::EndsWith("grain=2 threads=3"));
+  // No threads field in the text without an override: the kernel cache keys stay as they were.
+  CHECK_THAT(choose_schedule(k32, 32).str(), !Catch::Contains("threads"));
+}
+
+TEST_CASE("schedule override: every width and thread count computes the same pointwise bits") {
+  // Pointwise math has no order to change: every configuration gives eager's bits.
+  manual_seed(3);
+  Tensor x = randn({37, 1001}), y = randn({1001});
+  auto fn = [](const Tensor& a, const Tensor& b) { return (a * b + 1).relu() - b; };
+  const Tensor want = fn(x, y);
+  for (const char* cfg : {"lanes=4", "lanes=8", "lanes=16", "lanes=1", "threads=1,grain=1",
+                          "threads=2,grain=1", "threads=3,grain=3"}) {
+    INFO(cfg);
+    CompileOptions o;
+    o.schedule = cfg;
+    auto f = compile(fn, o);
+    KILN_REQUIRE_BITWISE(f(x, y), want);
+    KILN_REQUIRE_BITWISE(f(x, y), want);
+    CHECK(f.stats().generated_kernels == 1);
+  }
+}
