@@ -202,12 +202,19 @@ private:
   }
 
   std::vector<std::string> worker_args(uint64_t first, uint64_t count) const {
-    std::vector<std::string> a = {exe_,         "fuzz",    "--worker",
-                                  "--seed",     std::to_string(o_.seed),
-                                  "--first",    std::to_string(first),
-                                  "--count",    std::to_string(count),
-                                  "--modes",    modes_text(o_.modes),
-                                  "--current",  work_dir() + "/current.prog"};
+    std::vector<std::string> a = {exe_,
+                                  "fuzz",
+                                  "--worker",
+                                  "--seed",
+                                  std::to_string(o_.seed),
+                                  "--first",
+                                  std::to_string(first),
+                                  "--count",
+                                  std::to_string(count),
+                                  "--modes",
+                                  modes_text(o_.modes),
+                                  "--current",
+                                  work_dir() + "/current.prog"};
     if (!o_.ops.empty()) {
       a.push_back("--ops");
       a.push_back(join(o_.ops));
@@ -230,8 +237,8 @@ private:
       pollfd p{w.out_fd, POLLIN, 0};
       int ready = poll(&p, 1, 200);
       if (ready == 0) {
-        if (running >= 0 && std::chrono::duration<double>(Clock::now() - last_line).count() >
-                                kHangSeconds) {
+        if (running >= 0 &&
+            std::chrono::duration<double>(Clock::now() - last_line).count() > kHangSeconds) {
           found.push_back({static_cast<uint64_t>(running),
                            {FindingKind::hang, "", "no result after 120 s"},
                            read_all(work_dir() + "/current.prog")});
@@ -253,8 +260,8 @@ private:
           ++programs_;
         } else if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
           // Died between programs: while generating program next_ (no program to keep).
-          found.push_back({next_, {FindingKind::crash, "", "generating: " + status_text(status)},
-                           ""});
+          found.push_back(
+              {next_, {FindingKind::crash, "", "generating: " + status_text(status)}, ""});
           ++next_;
         }
         break;
@@ -271,8 +278,7 @@ private:
       report(f);
   }
 
-  void take_line(const std::string& line, int64_t& running,
-                 std::vector<Found>& found) {
+  void take_line(const std::string& line, int64_t& running, std::vector<Found>& found) {
     std::istringstream is(line);
     std::string what, kind, mode;
     uint64_t index = 0;
@@ -291,7 +297,8 @@ private:
     ++programs_;
     if (kind == "ok" || kind == "invalid") return;
     FindingKind k = kind == "mismatch" ? FindingKind::mismatch : FindingKind::compiled_error;
-    found.push_back({index, {k, mode, message.empty() ? "" : message.substr(1)},
+    found.push_back({index,
+                     {k, mode, message.empty() ? "" : message.substr(1)},
                      read_all(work_dir() + "/current.prog")});
   }
 
@@ -314,8 +321,8 @@ private:
               << (f.finding.mode.empty() ? "" : " in " + f.finding.mode) << ": "
               << f.finding.message << "\n  program: " << base << ".prog" << std::endl;
     if (f.program.empty()) return;
-    std::string signature = std::string(finding_kind_name(f.finding.kind)) + " " +
-                            f.finding.mode + " " + f.finding.message.substr(0, 40);
+    std::string signature = std::string(finding_kind_name(f.finding.kind)) + " " + f.finding.mode +
+                            " " + f.finding.message.substr(0, 40);
     for (char& c : signature)
       if (std::isdigit(static_cast<unsigned char>(c))) c = '#';
     if (f.finding.kind == FindingKind::hang || !signatures_.insert(signature).second ||
@@ -351,9 +358,9 @@ private:
                          std::to_string(o_.seed) + " (program " + std::to_string(f.index) +
                          "), shrunk from " + std::to_string(p.steps.size()) + " to " +
                          std::to_string(small.steps.size()) + " steps\n// ARGS: " + args + "\n";
-    Child e({exe_, "fuzz", "--emit-kir", base + ".min.prog", "-o", base + ".kir", "--header",
-             header},
-            work_dir() + "/emit.out", worker_log());
+    Child e(
+        {exe_, "fuzz", "--emit-kir", base + ".min.prog", "-o", base + ".kir", "--header", header},
+        work_dir() + "/emit.out", worker_log());
     int status = e.wait(120);
     if (status != 0) {
       std::cout << "  shrunk to " << small.steps.size() << " steps: " << base
@@ -367,8 +374,8 @@ private:
     Child v(run, base + ".run.txt", worker_log());
     int vs = v.wait(120);
     std::cout << "  shrunk to " << small.steps.size() << " steps: " << base << ".kir ("
-              << (vs == 0 ? "kiln run does NOT reproduce it" : "kiln run reproduces it: " +
-                                                                   status_text(vs))
+              << (vs == 0 ? "kiln run does NOT reproduce it"
+                          : "kiln run reproduces it: " + status_text(vs))
               << ")\n  repro: kiln run " << base << ".kir " << args << std::endl;
   }
 

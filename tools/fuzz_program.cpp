@@ -93,9 +93,8 @@ std::string program_text(const Program& p) {
   for (const Step& s : p.steps) {
     char number[64];
     std::snprintf(number, sizeof number, "%.17g", s.number);
-    os << "step " << s.rule << " " << list_text(s.operands, ref_text) << " "
-       << sizes_text(s.ints) << " " << number << " " << dtype_name(s.dtype) << " "
-       << sizes_text(s.sizes) << "\n";
+    os << "step " << s.rule << " " << list_text(s.operands, ref_text) << " " << sizes_text(s.ints)
+       << " " << number << " " << dtype_name(s.dtype) << " " << sizes_text(s.sizes) << "\n";
   }
   os << "output " << list_text(p.outputs, ref_text) << "\n";
   return os.str();
@@ -143,7 +142,8 @@ Program parse_program(std::string_view text) {
 
 Tensor make_input(IntList sizes, IntList strides, DType dtype, uint64_t seed, size_t index,
                   bool specials) {
-  Shape full_strides = strides.empty() ? contiguous_strides(sizes) : Shape(strides.begin(), strides.end());
+  Shape full_strides =
+      strides.empty() ? contiguous_strides(sizes) : Shape(strides.begin(), strides.end());
   // The storage a strided layout spans (negative strides start from the end).
   int64_t lo = 0, hi = 0;
   bool empty = false;
@@ -156,9 +156,12 @@ Tensor make_input(IntList sizes, IntList strides, DType dtype, uint64_t seed, si
   std::mt19937_64 rng(seed * 1000003u + index);
   std::vector<double> values(static_cast<size_t>(span));
   for (double& v : values) {
-    if (is_floating(dtype)) v = draw_float(rng, specials);
-    else if (dtype == DType::bool_) v = static_cast<double>(rng() & 1);
-    else v = static_cast<double>(std::uniform_int_distribution<int>(-8, 8)(rng));
+    if (is_floating(dtype))
+      v = draw_float(rng, specials);
+    else if (dtype == DType::bool_)
+      v = static_cast<double>(rng() & 1);
+    else
+      v = static_cast<double>(std::uniform_int_distribution<int>(-8, 8)(rng));
   }
   Tensor base = tensor(values, {span}).to(dtype);
   if (strides.empty()) return base.view(sizes);
@@ -168,7 +171,8 @@ Tensor make_input(IntList sizes, IntList strides, DType dtype, uint64_t seed, si
 std::vector<Tensor> make_inputs(const Program& p) {
   std::vector<Tensor> out;
   for (size_t k = 0; k < p.inputs.size(); ++k)
-    out.push_back(make_input(p.inputs[k].sizes, {}, p.inputs[k].dtype, p.input_seed, k, p.specials));
+    out.push_back(
+        make_input(p.inputs[k].sizes, {}, p.inputs[k].dtype, p.input_seed, k, p.specials));
   return out;
 }
 

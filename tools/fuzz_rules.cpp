@@ -138,7 +138,8 @@ bool make_permute(ProgramBuilder& b, Step& s) {
   s.ints.resize(static_cast<size_t>(b.tensor(*v).dim()));
   std::iota(s.ints.begin(), s.ints.end(), 0);
   for (size_t k = s.ints.size(); k > 1; --k)
-    std::swap(s.ints[k - 1], s.ints[static_cast<size_t>(b.uniform(0, static_cast<int64_t>(k) - 1))]);
+    std::swap(s.ints[k - 1],
+              s.ints[static_cast<size_t>(b.uniform(0, static_cast<int64_t>(k) - 1))]);
   return true;
 }
 
@@ -244,8 +245,10 @@ bool make_matmul(ProgramBuilder& b, Step& s) {
   const Tensor& t = b.tensor(*a);
   int64_t k = t.size(-1);
   Shape w = {k, b.one_of<int64_t>({1, 3, 8, 16, 17})};
-  if (b.coin(0.2)) w = {k};
-  else if (t.dim() >= 3 && b.coin(0.3)) w.insert(w.begin(), t.size(-3));
+  if (b.coin(0.2))
+    w = {k};
+  else if (t.dim() >= 3 && b.coin(0.3))
+    w.insert(w.begin(), t.size(-3));
   s.operands = {*a, b.new_input(w, b.coin(0.8) ? t.dtype() : b.random_dtype(true))};
   return true;
 }
@@ -339,11 +342,12 @@ Tensor in_place(const Tensor& t, auto&& write) {
 
 constexpr RuleTraits kExact{};
 constexpr RuleTraits kInexact{.exact = false};
+constexpr RuleTraits kAmplifies{.exact = false, .amplifies = true};
 constexpr RuleTraits kStep{.needs_exact = true};
 constexpr RuleTraits kSums{.exact = false, .sums = true};
 constexpr RuleTraits kSumsOfExact{.exact = false, .needs_exact = true, .sums = true};
 constexpr RuleTraits kWrite{.in_place = true};
-constexpr RuleTraits kWriteInexact{.exact = false, .in_place = true};
+constexpr RuleTraits kWriteExp{.exact = false, .amplifies = true, .in_place = true};
 
 const Rule kRules[] = {
     // pointwise, exact
@@ -370,11 +374,11 @@ const Rule kRules[] = {
     {"masked_fill", "pointwise", kExact, make_masked_fill,
      [](X x, const Step& s) { return masked_fill(x[0], x[1], step_scalar(s)); }},
     // pointwise through vector math
-    {"exp", "pointwise", kInexact, make_unary, [](X x, const Step&) { return exp(x[0]); }},
+    {"exp", "pointwise", kAmplifies, make_unary, [](X x, const Step&) { return exp(x[0]); }},
     {"log", "pointwise", kInexact, make_unary, [](X x, const Step&) { return log(x[0]); }},
     {"rsqrt", "pointwise", kInexact, make_unary, [](X x, const Step&) { return rsqrt(x[0]); }},
-    {"sin", "pointwise", kInexact, make_unary, [](X x, const Step&) { return sin(x[0]); }},
-    {"cos", "pointwise", kInexact, make_unary, [](X x, const Step&) { return cos(x[0]); }},
+    {"sin", "pointwise", kAmplifies, make_unary, [](X x, const Step&) { return sin(x[0]); }},
+    {"cos", "pointwise", kAmplifies, make_unary, [](X x, const Step&) { return cos(x[0]); }},
     {"tanh", "pointwise", kInexact, make_unary, [](X x, const Step&) { return tanh(x[0]); }},
     {"sigmoid", "pointwise", kInexact, make_unary, [](X x, const Step&) { return sigmoid(x[0]); }},
     {"erf", "pointwise", kInexact, make_unary, [](X x, const Step&) { return erf(x[0]); }},
@@ -383,8 +387,8 @@ const Rule kRules[] = {
     {"gelu_tanh", "pointwise", kInexact, make_unary_float,
      [](X x, const Step&) { return gelu(x[0], "tanh"); }},
     {"silu", "pointwise", kInexact, make_unary_float, [](X x, const Step&) { return silu(x[0]); }},
-    {"pow", "pointwise", kInexact, make_binary, [](X x, const Step&) { return pow(x[0], x[1]); }},
-    {"pow_scalar", "pointwise", kInexact, make_scalar_op,
+    {"pow", "pointwise", kAmplifies, make_binary, [](X x, const Step&) { return pow(x[0], x[1]); }},
+    {"pow_scalar", "pointwise", kAmplifies, make_scalar_op,
      [](X x, const Step& s) { return pow(x[0], step_scalar(s)); }},
     // pointwise, discontinuous: only on exact values
     {"floor", "pointwise", kStep, make_unary, [](X x, const Step&) { return floor(x[0]); }},
@@ -466,7 +470,7 @@ const Rule kRules[] = {
     {"masked_fill_", "inplace", kWrite, make_in_place_mask, [](X x, const Step& s) {
        return in_place(x[0], [&](Tensor& t) { t.masked_fill_(x[1], step_scalar(s)); });
      }},
-    {"exp_into", "inplace", kWriteInexact, make_in_place_binary,
+    {"exp_into", "inplace", kWriteExp, make_in_place_binary,
      [](X x, const Step&) { return in_place(x[0], [&](Tensor& t) { t.copy_(exp(x[1])); }); }},
     // contractions
     {"matmul", "matmul", kSums, make_matmul, [](X x, const Step&) { return matmul(x[0], x[1]); }},
@@ -542,7 +546,9 @@ bool ProgramBuilder::coin(double p) { return std::bernoulli_distribution(p)(rng_
 std::optional<ValueRef> ProgramBuilder::pick(const std::function<bool(const Tensor&)>& ok) {
   std::vector<size_t> fits;
   for (size_t k = 0; k < slots_.size(); ++k)
-    if ((!need_exact_ || slots_[k].exact) && ok(slots_[k].tensor)) fits.push_back(k);
+    if ((!need_exact_ || slots_[k].exact) && (!need_unsummed_ || !slots_[k].summed) &&
+        ok(slots_[k].tensor))
+      fits.push_back(k);
   if (fits.empty()) return std::nullopt;
   // The latest value most of the time: chains of ops on one value are what fusion sees.
   size_t k = coin(0.6) ? fits.back() : fits[static_cast<size_t>(uniform(0, fits.size() - 1))];
@@ -609,25 +615,32 @@ ValueRef ProgramBuilder::partner(const Tensor& a, bool into_a) {
   return new_input(sizes, coin(0.6) ? a.dtype() : random_dtype(false));
 }
 
-void ProgramBuilder::mark_inexact(const Tensor& written) {
+void ProgramBuilder::mark_written(const Tensor& written, bool exact, bool summed) {
   const Storage* storage = written.impl().storage.get();
   for (Slot& s : slots_)
-    if (s.tensor.impl().storage.get() == storage) s.exact = false;
+    if (s.tensor.impl().storage.get() == storage) {
+      s.exact = s.exact && exact;
+      s.summed = s.summed || summed;
+    }
 }
 
 bool ProgramBuilder::try_step(const Rule& rule) {
   const size_t inputs = p_.inputs.size(), slots = slots_.size();
   Step s{std::string(rule.name), {}, {}, 0, {}, DType::f32};
   need_exact_ = rule.traits.needs_exact;
+  need_unsummed_ = rule.traits.amplifies;
   bool made = rule.make(*this, s);
-  need_exact_ = false;
+  need_exact_ = need_unsummed_ = false;
   if (made) {
     std::vector<Tensor> x;
-    bool exact = rule.traits.exact;
+    bool exact = rule.traits.exact, summed = rule.traits.sums;
     for (ValueRef r : s.operands) {
       x.push_back(tensor(r));
       for (const Slot& sl : slots_)
-        if (sl.ref == r) exact = exact && sl.exact;
+        if (sl.ref == r) {
+          exact = exact && sl.exact;
+          summed = summed || sl.summed;
+        }
     }
     try {
       Tensor out = rule.apply(x, s);
@@ -635,8 +648,8 @@ bool ProgramBuilder::try_step(const Rule& rule) {
       s.dtype = out.dtype();
       ValueRef r{false, static_cast<int>(p_.steps.size())};
       p_.steps.push_back(std::move(s));
-      slots_.push_back({r, out, exact});
-      if (rule.traits.in_place && !exact) mark_inexact(out);
+      slots_.push_back({r, out, exact, summed});
+      if (rule.traits.in_place) mark_written(out, exact, summed);
       return true;
     } catch (const Error&) {
       // Not a valid use of the op (shapes, dtypes): draw another step.

@@ -28,6 +28,10 @@ struct RuleTraits {
   bool needs_exact = false;
   /// Reorders a sum (reductions, matmul, convolution, normalisations).
   bool sums = false;
+  /// Multiplies the relative error of its operand by the operand's size (exp, pow, sin):
+  /// applied only to values no reordered sum went into, whose error the rule's floor, a few
+  /// eps of the output, would not cover once amplified.
+  bool amplifies = false;
   /// Writes into operand 0 (its result is operand 0).
   bool in_place = false;
 };
@@ -85,15 +89,17 @@ private:
     ValueRef ref;
     Tensor tensor;
     bool exact = true;
+    bool summed = false; // a reordered sum went into it
   };
   bool try_step(const Rule& rule);
-  void mark_inexact(const Tensor& written);
+  void mark_written(const Tensor& written, bool exact, bool summed);
   void choose_outputs();
 
   std::mt19937_64 rng_;
   Program& p_;
   std::vector<Slot> slots_;
   bool need_exact_ = false;
+  bool need_unsummed_ = false;
 };
 
 /// Which rules to draw from: names or groups (`--ops`); empty = all.

@@ -28,6 +28,17 @@ void write_file(const std::string& path, const std::string& text) {
   KILN_CHECK(f.good(), "kiln fuzz: cannot write '", path, "'");
 }
 
+/// The graph text without `// at FILE:LINE` comments (they would name the fuzzer's sources).
+std::string without_locations(const std::string& ir) {
+  std::istringstream is(ir);
+  std::string out;
+  for (std::string line; std::getline(is, line);) {
+    if (size_t at = line.find("  // at "); at != std::string::npos) line.erase(at);
+    out += line + "\n";
+  }
+  return out;
+}
+
 } // namespace
 
 std::string_view finding_kind_name(FindingKind k) {
@@ -87,6 +98,9 @@ int worker_main(const WorkerArgs& a) {
     write_file(a.current_path, program_text(p));
     std::cout << "start " << i << std::endl;
     Finding f = check_program(p, a.modes);
+    // Kept apart: by the time the parent reads the line, current_path holds the next program.
+    if (f.kind != FindingKind::none && f.kind != FindingKind::invalid)
+      write_file(a.current_path + "." + std::to_string(i), program_text(p));
     std::cout << "done " << i << " " << finding_kind_name(f.kind) << " " << p.steps.size() << " "
               << (f.mode.empty() ? "-" : f.mode) << " " << f.message << std::endl;
   }
@@ -121,12 +135,11 @@ int emit_kir_main(const std::string& path, const std::string& out, const std::st
   std::vector<detail::CallArg> args;
   for (const Tensor& t : in)
     args.push_back({true, t, Scalar(0)});
-  ExplainReport r =
-      c.explain(args, [&](std::span<const Tensor> x) { return run_program(p, x); });
+  ExplainReport r = c.explain(args, [&](std::span<const Tensor> x) { return run_program(p, x); });
   std::ostringstream os;
   os << header;
   for (const ExplainReport::Graph& g : r.graphs)
-    os << g.ir;
+    os << without_locations(g.ir);
   write_file(out, os.str());
   return r.graphs.size() == 1 ? 0 : 1;
 }

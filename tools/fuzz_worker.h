@@ -43,6 +43,7 @@ struct WorkerArgs {
 
 /// `kiln fuzz --worker`: programs first .. first+count-1 of the seed, each written to
 /// current_path, then checked; prints `start I` and `done I KIND STEPS MODE MESSAGE` lines.
+/// A failing program is also written to current_path + ".I".
 int worker_main(const WorkerArgs& a);
 /// `kiln fuzz --check FILE`: checks one program file; exits finding_exit_code.
 int check_main(const std::string& path, std::span<const Mode> modes);
