@@ -5,7 +5,9 @@
 #include <link.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "codegen/cache.h"
 #include "codegen/cpu/jit.h"
@@ -63,6 +65,21 @@ const std::string& build_id() {
   return id;
 }
 
+const std::vector<std::string>& check_cpus() {
+  static const std::vector<std::string> cpus = [] {
+    std::vector<std::string> v;
+    const char* env = std::getenv("KILN_CHECK_CPUS");
+    std::string_view list = env != nullptr ? env : "";
+    while (!list.empty()) {
+      const size_t comma = list.find(',');
+      if (std::string_view cpu = list.substr(0, comma); !cpu.empty()) v.emplace_back(cpu);
+      list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    }
+    return v;
+  }();
+  return cpus;
+}
+
 GeneratedCode generate(const passes::FusionResult& fusion, bool use_cache,
                        const ScheduleOverride& schedule) {
   GeneratedCode out;
@@ -88,6 +105,11 @@ GeneratedCode generate(const passes::FusionResult& fusion, bool use_cache,
     out.kernels.push_back(std::move(gk));
   }
   if (kernels.empty()) return out;
+  // Code for the CPUs KILN_CHECK_CPUS names is generated, verified and emitted as well, and
+  // dropped: widths and instruction sets this host cannot run are still compiled.
+  for (const std::string& cpu : check_cpus())
+    KILN_CHECK(!cpu::compile_kernels(kernels, schedules, "kiln_check", cpu::cpu_target(cpu)).empty(),
+               "LLVM emitted an empty object for ", cpu);
   const DiskCache& cache = DiskCache::global();
   std::optional<std::string> object;
   if (use_cache) object = cache.load(key);

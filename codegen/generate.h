@@ -36,6 +36,10 @@ struct GeneratedCode {
 /// so that a rebuilt kiln never loads an object an older build cached; empty if it has none.
 const std::string& build_id();
 
+/// The CPUs (LLVM names) that KILN_CHECK_CPUS lists ("x86-64-v4,x86-64"): every compile
+/// also generates and emits code for each, never loaded (cpu::cpu_target).
+const std::vector<std::string>& check_cpus();
+
 /// Lowers and compiles every group of `fusion` under the heuristic's schedules with the
 /// override's fields. Throws kiln::Error when a group has no lowering (the caller then runs
 /// the graph on the interpreter).

@@ -6,6 +6,7 @@
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Verifier.h>
+#include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/MemoryBuffer.h>
@@ -75,6 +76,21 @@ std::atomic<uint64_t> g_library_counter{0};
 
 const HostTarget& host_target() { return backend().target; }
 
+HostTarget cpu_target(std::string_view cpu) {
+  const HostTarget& host = host_target();
+  std::string error;
+  const llvm::Target* t = llvm::TargetRegistry::lookupTarget(llvm::Triple(host.triple), error);
+  KILN_CHECK(t != nullptr, "LLVM: no target for ", host.triple, ": ", error);
+  std::unique_ptr<llvm::MCSubtargetInfo> info(
+      t->createMCSubtargetInfo(llvm::Triple(host.triple), "", ""));
+  KILN_CHECK(info && info->isCPUStringValid(llvm::StringRef(cpu.data(), cpu.size())),
+             "LLVM: unknown CPU '", cpu, "' for ", host.triple);
+  HostTarget target;
+  target.triple = host.triple;
+  target.cpu = std::string(cpu);
+  return target;
+}
+
 const char* llvm_version() { return KILN_LLVM_VERSION; }
 
 struct JitLibrary::Impl {
@@ -139,8 +155,21 @@ void prepare_module(llvm::Module& m) {
   m.setDataLayout(b.machine->createDataLayout());
 }
 
-std::string compile_module(llvm::Module& m) {
+std::string compile_module(llvm::Module& m, const HostTarget& target) {
   Backend& b = backend();
+  // Another CPU than the host's gets a machine of its own (same triple and data layout).
+  std::unique_ptr<llvm::TargetMachine> other;
+  if (target.cpu != b.target.cpu || target.features != b.target.features) {
+    llvm::orc::JITTargetMachineBuilder jtmb{llvm::Triple(target.triple)};
+    jtmb.setCPU(target.cpu);
+    jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+    if (!target.features.empty()) {
+      llvm::SubtargetFeatures features(target.features);
+      jtmb.addFeatures(features.getFeatures());
+    }
+    other = take(jtmb.createTargetMachine(), "target machine for " + target.cpu);
+  }
+  llvm::TargetMachine* machine = other ? other.get() : b.machine.get();
   std::string problems;
   llvm::raw_string_ostream err(problems);
   if (llvm::verifyModule(m, &err)) {
@@ -161,7 +190,7 @@ std::string compile_module(llvm::Module& m) {
     llvm::PipelineTuningOptions tuning;
     tuning.LoopVectorization = false;
     tuning.SLPVectorization = true;
-    llvm::PassBuilder pb(b.machine.get(), tuning);
+    llvm::PassBuilder pb(machine, tuning);
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);
     pb.registerFunctionAnalyses(fam);
@@ -173,8 +202,8 @@ std::string compile_module(llvm::Module& m) {
   llvm::SmallVector<char, 0> buffer;
   llvm::raw_svector_ostream os(buffer);
   llvm::legacy::PassManager pm;
-  KILN_CHECK(!b.machine->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile),
-             "LLVM JIT: the host target can't emit object files");
+  KILN_CHECK(!machine->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile),
+             "LLVM: the target ", target.cpu, " can't emit object files");
   pm.run(m);
   return std::string(buffer.begin(), buffer.end());
 }

@@ -17,6 +17,11 @@ struct HostTarget {
   int vector_bytes = 16;
 };
 const HostTarget& host_target();
+/// Another CPU of the host's architecture, by LLVM's name ("x86-64-v4" for AVX-512,
+/// "x86-64-v3", "znver4", "x86-64"): code for it is generated, verified and emitted but never
+/// loaded, so widths and instruction sets the host lacks are still checked. Its features are
+/// the CPU's own (features is empty). A kiln::Error when LLVM does not know the CPU.
+HostTarget cpu_target(std::string_view cpu);
 
 /// The LLVM version kiln's JIT was built with ("22.1.0").
 const char* llvm_version();

@@ -39,8 +39,8 @@ bool is_unsigned(DType t) { return t == DType::u8 || t == DType::bool_; }
 
 class KernelEmitter {
 public:
-  KernelEmitter(llvm::Module& m, const Kernel& k, const Schedule& s)
-      : m_(m), ctx_(m.getContext()), b_(ctx_), k_(k), s_(s) {}
+  KernelEmitter(llvm::Module& m, const Kernel& k, const Schedule& s, const HostTarget& target)
+      : m_(m), ctx_(m.getContext()), b_(ctx_), k_(k), s_(s), target_(target) {}
 
   void run() {
     auto* i64 = b_.getInt64Ty();
@@ -48,8 +48,8 @@ public:
     auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64, i64}, false);
     fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, k_.name, m_);
     fn_->addFnAttr(llvm::Attribute::NoUnwind);
-    fn_->addFnAttr("target-cpu", host_cpu());
-    fn_->addFnAttr("target-features", host_features());
+    fn_->addFnAttr("target-cpu", target_.cpu);
+    if (!target_.features.empty()) fn_->addFnAttr("target-features", target_.features);
     auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
     b_.SetInsertPoint(entry);
     llvm::Value* bufs = fn_->getArg(0);
@@ -94,8 +94,6 @@ public:
 private:
   // ---- small helpers ----
   llvm::Constant* c64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
-  static std::string host_cpu();
-  static std::string host_features();
 
   llvm::Type* scalar_type(DType t) {
     switch (t) {
@@ -654,6 +652,7 @@ private:
   llvm::IRBuilder<> b_;
   const Kernel& k_;
   const Schedule& s_;
+  const HostTarget& target_;
   llvm::Function* fn_ = nullptr;
   llvm::BasicBlock* alloca_point_ = nullptr;
   std::vector<llvm::Value*> base_;
@@ -662,30 +661,29 @@ private:
   std::unordered_map<int, llvm::Value*> vals_;
 };
 
-std::string KernelEmitter::host_cpu() { return host_target().cpu; }
-std::string KernelEmitter::host_features() { return host_target().features; }
 
 std::unique_ptr<llvm::Module> build(llvm::LLVMContext& ctx, std::span<const Kernel> kernels,
-                                    std::span<const Schedule> schedules, std::string_view name) {
+                                    std::span<const Schedule> schedules, std::string_view name,
+                                    const HostTarget& target) {
   auto m = std::make_unique<llvm::Module>(llvm::StringRef(name.data(), name.size()), ctx);
   prepare_module(*m);
   for (size_t i = 0; i < kernels.size(); ++i)
-    KernelEmitter(*m, kernels[i], schedules[i]).run();
+    KernelEmitter(*m, kernels[i], schedules[i], target).run();
   return m;
 }
 
 } // namespace
 
 std::string compile_kernels(std::span<const Kernel> kernels, std::span<const Schedule> schedules,
-                            std::string_view module_name) {
+                            std::string_view module_name, const HostTarget& target) {
   llvm::LLVMContext ctx;
-  std::unique_ptr<llvm::Module> m = build(ctx, kernels, schedules, module_name);
-  return compile_module(*m);
+  std::unique_ptr<llvm::Module> m = build(ctx, kernels, schedules, module_name, target);
+  return compile_module(*m, target);
 }
 
 std::string kernels_llvm_ir(std::span<const Kernel> kernels, std::span<const Schedule> schedules) {
   llvm::LLVMContext ctx;
-  std::unique_ptr<llvm::Module> m = build(ctx, kernels, schedules, "kiln");
+  std::unique_ptr<llvm::Module> m = build(ctx, kernels, schedules, "kiln", host_target());
   std::string s;
   llvm::raw_string_ostream os(s);
   m->print(os, nullptr);

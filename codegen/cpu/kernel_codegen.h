@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "codegen/cpu/jit.h"
 #include "codegen/schedule.h"
 #include "ir/kernel/kernel.h"
 #include "runtime/plan.h"
@@ -17,9 +18,11 @@ namespace kiln::codegen::cpu {
 using KernelEntry = kiln::KernelEntry;
 
 /// Generates LLVM IR for each kernel under its schedule (a function named after the kernel),
-/// optimises the module at O3 for the host CPU and returns the object file's bytes.
+/// optimises the module at O3 for the target's CPU (the host's unless another is given:
+/// cpu_target) and returns the object file's bytes.
 std::string compile_kernels(std::span<const ir::kernel::Kernel> kernels,
-                            std::span<const Schedule> schedules, std::string_view module_name);
+                            std::span<const Schedule> schedules, std::string_view module_name,
+                            const HostTarget& target = host_target());
 
 /// The generated LLVM IR, before optimisation (for dumps and tests).
 std::string kernels_llvm_ir(std::span<const ir::kernel::Kernel> kernels,

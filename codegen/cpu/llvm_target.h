@@ -7,12 +7,14 @@
 
 #include <string>
 
+#include "codegen/cpu/jit.h"
+
 namespace kiln::codegen::cpu {
 
 /// Sets the module's triple and data layout to the host target's.
 void prepare_module(llvm::Module& m);
 /// Verifies the module (a broken module is a kiln bug: KILN_UNREACHABLE with the message),
-/// runs LLVM's O3 pipeline for the host CPU, and returns the object file's bytes.
-std::string compile_module(llvm::Module& m);
+/// runs LLVM's O3 pipeline for the target's CPU, and returns the object file's bytes.
+std::string compile_module(llvm::Module& m, const HostTarget& target);
 
 } // namespace kiln::codegen::cpu

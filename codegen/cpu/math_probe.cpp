@@ -101,7 +101,7 @@ MathProbe compile_math_probe(kiln::Op op, kiln::DType dtype, int lanes) {
   b.CreateRetVoid();
   check_no_calls(*fn);
 
-  std::string object = compile_module(m);
+  std::string object = compile_module(m, host_target());
   MathProbe probe;
   probe.library = load_object(object, kSymbol);
   probe.fn = reinterpret_cast<MathKernel>(probe.library->lookup(kSymbol));
