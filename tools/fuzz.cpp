@@ -48,6 +48,7 @@ constexpr const char* kFuzzUsage =
     "  --ops LIST     rules or groups to draw from (comma-separated): pointwise, reduction,\n"
     "                 view, inplace, matmul, conv, norm, data, or rule names (`--ops list`)\n"
     "  --modes LIST   compile modes (default default,reduce_overhead,max_autotune)\n"
+    "  --programs N   stop after N programs (default: when the time is up)\n"
     "  --out DIR      where findings go (default ./kiln-fuzz-out)\n";
 
 using Clock = std::chrono::steady_clock;
@@ -55,6 +56,7 @@ using Clock = std::chrono::steady_clock;
 struct FuzzOptions {
   uint64_t seed = 1;
   double seconds = 60;
+  uint64_t max_programs = UINT64_MAX;
   std::vector<std::string> ops;
   std::vector<Mode> modes = {Mode::default_, Mode::reduce_overhead, Mode::max_autotune};
   std::string out = "kiln-fuzz-out";
@@ -187,8 +189,8 @@ public:
     std::cout << "kiln fuzz: seed " << o_.seed << ", " << o_.seconds << " s, modes "
               << modes_text(o_.modes) << (o_.ops.empty() ? "" : ", ops " + join(o_.ops))
               << ", findings to " << o_.out << "/" << std::endl;
-    while (Clock::now() < deadline_)
-      run_batch(20);
+    while (Clock::now() < deadline_ && next_ < o_.max_programs)
+      run_batch(std::min<uint64_t>(20, o_.max_programs - next_));
     std::cout << programs_ << " programs, " << mismatches_ << " mismatches, " << crashes_
               << " crashes" << std::endl;
     return mismatches_ + crashes_ > 0 ? 1 : 0;
@@ -299,7 +301,7 @@ private:
     FindingKind k = kind == "mismatch" ? FindingKind::mismatch : FindingKind::compiled_error;
     found.push_back({index,
                      {k, mode, message.empty() ? "" : message.substr(1)},
-                     read_all(work_dir() + "/current.prog")});
+                     read_all(work_dir() + "/current.prog." + std::to_string(index))});
   }
 
   void progress() {
@@ -410,7 +412,7 @@ bool parse_modes(std::string_view text, std::vector<Mode>& out) {
 int fuzz_main(std::span<const std::string_view> args) {
   FuzzOptions o;
   WorkerArgs w;
-  std::string seed, seconds, ops, modes, out, first, count, check, emit, emit_out, header;
+  std::string seed, seconds, programs, ops, modes, out, first, count, check, emit, emit_out, header;
   bool worker = false;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string_view a = args[i];
@@ -424,6 +426,7 @@ int fuzz_main(std::span<const std::string_view> args) {
     }
     std::optional<CommandError> err;
     if (flag_value(args, i, "--seed", seed, err) || flag_value(args, i, "--time", seconds, err) ||
+        flag_value(args, i, "--programs", programs, err) ||
         flag_value(args, i, "--ops", ops, err) || flag_value(args, i, "--modes", modes, err) ||
         flag_value(args, i, "--out", out, err) || flag_value(args, i, "--first", first, err) ||
         flag_value(args, i, "--count", count, err) ||
@@ -438,6 +441,8 @@ int fuzz_main(std::span<const std::string_view> args) {
   }
   if (!seed.empty() && !parse_uint(seed, o.seed))
     return report("fuzz", usage_error("bad --seed '" + seed + "': expected an integer"));
+  if (!programs.empty() && (!parse_uint(programs, o.max_programs) || o.max_programs == 0))
+    return report("fuzz", usage_error("bad --programs '" + programs + "': expected a count"));
   if (!seconds.empty()) {
     uint64_t s = 0;
     if (!parse_uint(seconds, s))

@@ -1,7 +1,9 @@
 // check_compiled: one function, eager vs compiled, by the f64 reference rule.
 #include "tools/fuzz_check.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "runtime/accuracy.h"
 #include "runtime/error.h"
@@ -26,9 +28,9 @@ std::vector<Tensor> try_run(const TestFunction& fn, std::vector<Tensor> inputs) 
 }
 
 /// |m| with NaN as 0: an error bound per element (NaN would disable the check there).
-Tensor magnitude_bound(const Tensor& m) {
+Tensor magnitude_bound(const Tensor& m, double scale) {
   if (!m.defined() || !is_floating(m.dtype())) return {};
-  Tensor a = abs(m);
+  Tensor a = mul(abs(m), Scalar(scale));
   return where(eq(a, a), a, Scalar(0.0));
 }
 
@@ -102,7 +104,7 @@ private:
     for (size_t k = 0; k < r_.eager.size(); ++k) {
       r_.bitwise = r_.bitwise && !check_bitwise(r_.compiled[k], r_.eager[k]);
       AccuracyOptions ao;
-      if (k < magnitude_.size()) ao.magnitude = magnitude_bound(magnitude_[k]);
+      if (k < magnitude_.size()) ao.magnitude = magnitude_bound(magnitude_[k], o_.magnitude_scale);
       Tensor ref = k < reference_.size() ? reference_[k] : Tensor();
       if (auto why = check_accuracy(r_.compiled[k], r_.eager[k], ref, ao))
         r_.mismatches.push_back("output " + std::to_string(k) + ": " + *why);
@@ -153,6 +155,8 @@ private:
 };
 
 } // namespace
+
+double magnitude_scale_for(double n) { return std::max(1.0, std::log2(std::max(n, 1.0))); }
 
 CheckReport check_compiled(const TestFunction& fn, const InputMaker& make,
                            const CheckOptions& options) {

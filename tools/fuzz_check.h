@@ -25,6 +25,9 @@ struct CheckOptions {
   /// Bound the error of each output by the function run on |inputs| in f64 (sum-like
   /// functions, where inputs may cancel).
   bool magnitude = false;
+  /// The magnitude times this: log2 of the longest reduction (a blocked or pairwise sum of n
+  /// terms may round log2(n) times per term), at least 1.
+  double magnitude_scale = 1;
   /// Call the compiled function a second time and require the same bits.
   bool replay = true;
 };
@@ -44,6 +47,9 @@ struct CheckReport {
   double first_call_ms = 0, second_call_ms = 0;
   bool passed() const { return !invalid && !compiled_error && mismatches.empty(); }
 };
+
+/// The magnitude scale for sums of at most `n` terms: max(1, log2(n)).
+double magnitude_scale_for(double n);
 
 /// Runs `fn` eagerly, on f64 copies of the inputs (the reference), optionally on their
 /// magnitudes, then compiled in `options.mode`, and compares.

@@ -1,6 +1,7 @@
 // run_graph: a .kir graph interpreted node by node through kiln::dispatch.
 #include "tools/fuzz_graph.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "ir/node.h"
@@ -69,6 +70,24 @@ bool graph_has_reordered_sums(const ir::Graph& g) {
     if (k == OpKind::reduction || k == OpKind::contraction) return true;
   }
   return false;
+}
+
+double graph_longest_sum(const ir::Graph& g) {
+  auto numel = [](const Shape& s) {
+    double n = 1;
+    for (int64_t d : s)
+      n *= static_cast<double>(std::max<int64_t>(d, 0));
+    return n;
+  };
+  double longest = 1;
+  for (const ir::Node* n : g.nodes()) {
+    OpKind k = n->schema().kind;
+    if ((k != OpKind::reduction && k != OpKind::contraction) || n->num_inputs() == 0) continue;
+    const Shape& in = n->input(0)->type().sizes();
+    longest = std::max(longest, numel(in) / std::max(numel(n->output()->type().sizes()), 1.0));
+    if (!in.empty()) longest = std::max(longest, static_cast<double>(in.back()));
+  }
+  return longest;
 }
 
 } // namespace kiln::tools

@@ -23,5 +23,7 @@ std::vector<Tensor> make_graph_inputs(const ir::Graph& g, uint64_t seed, bool sp
 
 /// Whether g sums in an order a backend may change (reductions, matmul, convolution).
 bool graph_has_reordered_sums(const ir::Graph& g);
+/// The most terms such a node sums per result element (as longest_sum for programs).
+double graph_longest_sum(const ir::Graph& g);
 
 } // namespace kiln::tools

@@ -1,6 +1,7 @@
 // Programs of `kiln fuzz`: text form, input data from a seed, and running one.
 #include "tools/fuzz_program.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -204,6 +205,29 @@ bool has_reordered_sums(const Program& p) {
   for (const Step& s : p.steps)
     if (const Rule* r = find_rule(s.rule); r && r->traits.sums) return true;
   return false;
+}
+
+double longest_sum(const Program& p) {
+  auto numel = [](const Shape& s) {
+    double n = 1;
+    for (int64_t d : s)
+      n *= static_cast<double>(d);
+    return n;
+  };
+  auto sizes = [&](ValueRef r) -> const Shape& {
+    return r.input ? p.inputs[static_cast<size_t>(r.index)].sizes
+                   : p.steps[static_cast<size_t>(r.index)].sizes;
+  };
+  double longest = 1;
+  for (const Step& s : p.steps) {
+    const Rule* r = find_rule(s.rule);
+    if (!r || !r->traits.sums || s.operands.empty()) continue;
+    const Shape& in = sizes(s.operands[0]);
+    double out = std::max(numel(s.sizes), 1.0);
+    longest = std::max(longest, numel(in) / out);
+    if (!in.empty()) longest = std::max(longest, static_cast<double>(in.back()));
+  }
+  return longest;
 }
 
 } // namespace kiln::tools

@@ -74,5 +74,8 @@ std::vector<Tensor> run_program(const Program& p, std::span<const Tensor> inputs
 /// Whether the program has a step whose rounding depends on summation order (reductions,
 /// matmul, convolution, normalisations): then a magnitude run bounds the honest error.
 bool has_reordered_sums(const Program& p);
+/// The most terms any such step sums per result element (elements read per element written,
+/// or the last dim of its first operand, whichever is larger).
+double longest_sum(const Program& p);
 
 } // namespace kiln::tools

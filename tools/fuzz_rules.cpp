@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "runtime/accuracy.h"
 #include "runtime/error.h"
 #include "runtime/ops.h"
 #include "runtime/tensor_impl.h"
@@ -271,7 +272,7 @@ bool make_conv2d(ProgramBuilder& b, Step& s) {
                                 b.coin(0.8) ? DType::f32 : b.random_dtype(true));
   const Tensor& t = b.tensor(in);
   int64_t c = t.size(1);
-  int64_t groups = b.coin(0.3) ? c : 1;
+  int64_t groups = c > 0 && b.coin(0.3) ? c : 1;
   int64_t out = groups * b.uniform(1, 3);
   int64_t kh = b.uniform(1, 3), kw = b.uniform(1, 3);
   s.operands = {in, b.new_input({out, c / groups, kh, kw}, t.dtype())};
@@ -342,12 +343,12 @@ Tensor in_place(const Tensor& t, auto&& write) {
 
 constexpr RuleTraits kExact{};
 constexpr RuleTraits kInexact{.exact = false};
-constexpr RuleTraits kAmplifies{.exact = false, .amplifies = true};
+constexpr RuleTraits kAmplifies{.exact = false, .needs_exact = true};
 constexpr RuleTraits kStep{.needs_exact = true};
 constexpr RuleTraits kSums{.exact = false, .sums = true};
 constexpr RuleTraits kSumsOfExact{.exact = false, .needs_exact = true, .sums = true};
 constexpr RuleTraits kWrite{.in_place = true};
-constexpr RuleTraits kWriteExp{.exact = false, .amplifies = true, .in_place = true};
+constexpr RuleTraits kWriteExp{.exact = false, .needs_exact = true, .in_place = true};
 
 const Rule kRules[] = {
     // pointwise, exact
@@ -546,9 +547,7 @@ bool ProgramBuilder::coin(double p) { return std::bernoulli_distribution(p)(rng_
 std::optional<ValueRef> ProgramBuilder::pick(const std::function<bool(const Tensor&)>& ok) {
   std::vector<size_t> fits;
   for (size_t k = 0; k < slots_.size(); ++k)
-    if ((!need_exact_ || slots_[k].exact) && (!need_unsummed_ || !slots_[k].summed) &&
-        ok(slots_[k].tensor))
-      fits.push_back(k);
+    if ((!need_exact_ || slots_[k].exact) && ok(slots_[k].tensor)) fits.push_back(k);
   if (fits.empty()) return std::nullopt;
   // The latest value most of the time: chains of ops on one value are what fusion sees.
   size_t k = coin(0.6) ? fits.back() : fits[static_cast<size_t>(uniform(0, fits.size() - 1))];
@@ -615,41 +614,47 @@ ValueRef ProgramBuilder::partner(const Tensor& a, bool into_a) {
   return new_input(sizes, coin(0.6) ? a.dtype() : random_dtype(false));
 }
 
-void ProgramBuilder::mark_written(const Tensor& written, bool exact, bool summed) {
+void ProgramBuilder::mark_inexact(const Tensor& written) {
   const Storage* storage = written.impl().storage.get();
   for (Slot& s : slots_)
-    if (s.tensor.impl().storage.get() == storage) {
-      s.exact = s.exact && exact;
-      s.summed = s.summed || summed;
-    }
+    if (s.tensor.impl().storage.get() == storage) s.exact = false;
+}
+
+bool ProgramBuilder::loses_precision(const Tensor& out, std::span<const ValueRef> operands) const {
+  // The rule's floor is a few eps of the output's dtype: an f32 rounding difference carried
+  // into an f64 result would exceed it honestly.
+  if (!is_floating(out.dtype())) return false;
+  for (ValueRef r : operands)
+    for (const Slot& sl : slots_)
+      if (sl.ref == r && !sl.exact && is_floating(sl.tensor.dtype()) &&
+          dtype_eps(sl.tensor.dtype()) > dtype_eps(out.dtype()))
+        return true;
+  return false;
 }
 
 bool ProgramBuilder::try_step(const Rule& rule) {
   const size_t inputs = p_.inputs.size(), slots = slots_.size();
   Step s{std::string(rule.name), {}, {}, 0, {}, DType::f32};
   need_exact_ = rule.traits.needs_exact;
-  need_unsummed_ = rule.traits.amplifies;
   bool made = rule.make(*this, s);
-  need_exact_ = need_unsummed_ = false;
+  need_exact_ = false;
   if (made) {
     std::vector<Tensor> x;
-    bool exact = rule.traits.exact, summed = rule.traits.sums;
+    bool exact = rule.traits.exact;
     for (ValueRef r : s.operands) {
       x.push_back(tensor(r));
       for (const Slot& sl : slots_)
-        if (sl.ref == r) {
-          exact = exact && sl.exact;
-          summed = summed || sl.summed;
-        }
+        if (sl.ref == r) exact = exact && sl.exact;
     }
     try {
       Tensor out = rule.apply(x, s);
+      if (loses_precision(out, s.operands)) throw Error::without_location("fuzz: precision");
       s.sizes = out.sizes();
       s.dtype = out.dtype();
       ValueRef r{false, static_cast<int>(p_.steps.size())};
       p_.steps.push_back(std::move(s));
-      slots_.push_back({r, out, exact, summed});
-      if (rule.traits.in_place) mark_written(out, exact, summed);
+      slots_.push_back({r, out, exact});
+      if (rule.traits.in_place && !exact) mark_inexact(out);
       return true;
     } catch (const Error&) {
       // Not a valid use of the op (shapes, dtypes): draw another step.

@@ -23,15 +23,13 @@ struct RuleTraits {
   /// (pointwise arithmetic, views, copies, comparisons). Otherwise (vector math, reordered
   /// sums) it may differ by rounding, within the f64 reference rule.
   bool exact = true;
-  /// Discontinuous in its operands (comparisons, floor, casts to integers, argmax): applied
-  /// only to exact values, since a rounding difference before it is an honest difference after.
+  /// Applied only to exact values: discontinuous in its operands (comparisons, floor, casts to
+  /// integers, argmax), where a rounding difference before it is an honest difference after;
+  /// or multiplying the relative error of its operand by the operand's size (exp, pow, sin),
+  /// beyond the few eps of the output that the rule's floor allows.
   bool needs_exact = false;
   /// Reorders a sum (reductions, matmul, convolution, normalisations).
   bool sums = false;
-  /// Multiplies the relative error of its operand by the operand's size (exp, pow, sin):
-  /// applied only to values no reordered sum went into, whose error the rule's floor, a few
-  /// eps of the output, would not cover once amplified.
-  bool amplifies = false;
   /// Writes into operand 0 (its result is operand 0).
   bool in_place = false;
 };
@@ -89,17 +87,16 @@ private:
     ValueRef ref;
     Tensor tensor;
     bool exact = true;
-    bool summed = false; // a reordered sum went into it
   };
   bool try_step(const Rule& rule);
-  void mark_written(const Tensor& written, bool exact, bool summed);
+  void mark_inexact(const Tensor& written);
+  bool loses_precision(const Tensor& out, std::span<const ValueRef> operands) const;
   void choose_outputs();
 
   std::mt19937_64 rng_;
   Program& p_;
   std::vector<Slot> slots_;
   bool need_exact_ = false;
-  bool need_unsummed_ = false;
 };
 
 /// Which rules to draw from: names or groups (`--ops`); empty = all.

@@ -225,7 +225,6 @@ int run_model_command(const RunOptions& o, ModelInstance& inst, const ModelArgs&
   return 1;
 }
 
-
 /// "f32[4,5], i64[3]": the types of the inputs a graph is run on.
 std::string inputs_line(const std::vector<Tensor>& inputs) {
   std::string s;
@@ -259,6 +258,7 @@ int run_kir_command(const RunOptions& o, const std::string& path, uint64_t seed)
   CheckOptions co;
   co.mode = parse_mode(o.mode);
   co.magnitude = graph_has_reordered_sums(g);
+  co.magnitude_scale = magnitude_scale_for(graph_longest_sum(g));
   CheckReport r = check_compiled(fn, make, co);
   if (r.invalid) return report("run", runtime_error("the graph fails eagerly: " + *r.invalid));
   if (r.compiled_error) {
