@@ -198,7 +198,11 @@ private:
     if (n == 0) return label + ": empty (no null symbol)";
     if (s.sh_info == 0 || s.sh_info > n)
       return label + ": first global index " + std::to_string(s.sh_info) + " out of range";
-    for (uint64_t k = 0; k < n; ++k) {
+    const auto null_symbol = read_at<Elf64_Sym>(b_, s.sh_offset);
+    const Elf64_Sym zero{};
+    if (std::memcmp(&null_symbol, &zero, sizeof zero) != 0)
+      return label + ": symbol 0 is not the null symbol (all zero)";
+    for (uint64_t k = 1; k < n; ++k) {
       const auto sym = read_at<Elf64_Sym>(b_, s.sh_offset + k * sizeof(Elf64_Sym));
       const std::string what = label + ": symbol " + std::to_string(k);
       if (sym.st_name >= strtab.sh_size) return what + ": name offset out of range";
@@ -210,7 +214,13 @@ private:
       if (type > STT_TLS && type != STT_GNU_IFUNC)
         return what + ": unknown type " + std::to_string(type);
       const uint16_t shndx = sym.st_shndx;
-      if (shndx == SHN_UNDEF || shndx == SHN_ABS || shndx == SHN_COMMON) continue;
+      if (shndx == SHN_UNDEF) {
+        // An external the JIT resolves by name: a name, and nothing else.
+        if (b_[strtab.sh_offset + sym.st_name] == '\0' || sym.st_value != 0)
+          return what + ": an undefined symbol needs a name and value 0";
+        continue;
+      }
+      if (shndx == SHN_ABS || shndx == SHN_COMMON) continue;
       if (shndx >= shdrs_.size())
         return what + ": section index " + std::to_string(shndx) + " out of range";
       const Elf64_Shdr& target = shdrs_[shndx];
@@ -242,6 +252,10 @@ private:
       const std::string what = label + ": relocation " + std::to_string(k);
       if (ELF64_R_SYM(info) >= symbols)
         return what + ": symbol index " + std::to_string(ELF64_R_SYM(info)) + " out of range";
+      // Symbol 0 means "no symbol": only a no-op relocation may use it (JITLink crashes
+      // building the error for any other).
+      if (ELF64_R_SYM(info) == 0 && ELF64_R_TYPE(info) != 0)
+        return what + ": type " + std::to_string(ELF64_R_TYPE(info)) + " against the null symbol";
       const Patch p = host_patch(static_cast<uint32_t>(ELF64_R_TYPE(info)));
       if (!in_range(offset, p.width, target.sh_size) || offset < p.before)
         return what + ": offset " + std::to_string(offset) + " (type " +

@@ -12,12 +12,13 @@ namespace kiln::codegen::cpu {
 /// without leaving the buffer. Checked: the ELF header; the section header table and every
 /// section's bytes inside the buffer (sizes and offsets without overflow, power-of-two
 /// alignment up to 64 KiB, zero-fill sections up to 256 MiB); section names; string tables
-/// (NUL first and last); one symbol table of whole entries linked to a string table, with
-/// locals first, every name inside it, every section index in range and every defined symbol
-/// inside its section; relocation tables of whole entries linked to the symbol table, aimed at
-/// a section in range, with every symbol index in range and every patched field inside the
-/// target section; group sections; and the record lengths of .eh_frame. Needs no LLVM (the
-/// cache fuzzer runs it). Fails with an error naming the first problem found.
+/// (NUL first and last); one symbol table of whole entries linked to a string table, with an
+/// all-zero null symbol, locals first, every name inside it, every section index in range,
+/// every defined symbol inside its section and every undefined one named, with value 0;
+/// relocation tables of whole entries linked to the symbol table, aimed at a section in range,
+/// with every symbol index in range (the null symbol only for no-op relocations) and every
+/// patched field inside the target section; group sections; and the record lengths of .eh_frame.
+/// Needs no LLVM (the cache fuzzer runs it). Fails with an error naming the first problem found.
 Expected<void> check_object(std::string_view object);
 
 } // namespace kiln::codegen::cpu

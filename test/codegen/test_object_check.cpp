@@ -211,6 +211,24 @@ TEST_CASE("targeted damage to a generated object is a clear error", "[object_che
        [&](std::string& o) {
          put<uint64_t>(o, rela_sh.sh_offset + offsetof(Elf64_Rela, r_offset), uint64_t{1} << 33);
        }},
+      {"null symbol with a value", "symbol 0 is not the null symbol",
+       [&](std::string& o) {
+         put<uint64_t>(o, shdr(o, symtab).sh_offset + offsetof(Elf64_Sym, st_value),
+                       uint64_t{2} << 40);
+       }},
+      // Found by cache_fuzzer: JITLink crashed building its error for a relocation against the
+      // null symbol (test/fuzz/corpus-cache/crash-null-symbol.kobj).
+      {"relocation against the null symbol", "against the null symbol",
+       [&](std::string& o) {
+         const size_t info = rela_sh.sh_offset + offsetof(Elf64_Rela, r_info);
+         put<uint64_t>(o, info, ELF64_R_INFO(0, ELF64_R_TYPE(get<uint64_t>(o, info))));
+       }},
+      {"undefined symbol with a value", "undefined symbol needs a name",
+       [&](std::string& o) {
+         const size_t sym = shdr(o, symtab).sh_offset + sizeof(Elf64_Sym); // symbol 1
+         put<uint16_t>(o, sym + offsetof(Elf64_Sym, st_shndx), SHN_UNDEF);
+         put<uint64_t>(o, sym + offsetof(Elf64_Sym, st_value), 64);
+       }},
       {"relocation entry size wrong", "bad entry size",
        shdr_field(rela, offsetof(Elf64_Shdr, sh_entsize), 16)},
   };

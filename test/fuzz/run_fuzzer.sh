@@ -1,14 +1,43 @@
 #!/usr/bin/env bash
-# Builds the parser fuzzer with clang (test/fuzz/CMakeLists.txt) and runs it for a bounded time.
+# Builds one of kiln's libFuzzer targets with clang (test/fuzz/CMakeLists.txt) and runs it for a
+# bounded time.
 # usage: run_fuzzer.sh SOURCE_DIR WORK_DIR RUNTIME_LIBRARY [CXX]
+# KILN_FUZZ_TARGET picks the target: parser_fuzzer (default), safetensors_fuzzer, cache_fuzzer.
 # KILN_FUZZ_SECONDS (default 30) bounds the run. Exits 77 (CTest's SKIP_RETURN_CODE) when no
-# clang with libFuzzer is available.
+# clang with libFuzzer is available, or when the main build is itself sanitized (its GCC ASan
+# runtime and clang's cannot share a process).
 set -euo pipefail
 src=$1 work=$2 runtime=$3 cxx=${4:-clang++-14}
 seconds=${KILN_FUZZ_SECONDS:-30}
+target=${KILN_FUZZ_TARGET:-parser_fuzzer}
+
+case "$target" in
+  parser_fuzzer)
+    seeds="$src/test/fuzz/corpus"
+    options=(-max_len=4096 -dict="$src/test/fuzz/kir.dict") ;;
+  safetensors_fuzzer)
+    seeds="$src/test/fuzz/corpus-safetensors"
+    options=(-max_len=4096 -dict="$src/test/fuzz/safetensors.dict") ;;
+  cache_fuzzer)
+    seeds="$src/test/fuzz/corpus-cache"
+    # Accepted objects are linked by the JIT; LLVM's JIT keeps some state per session, so
+    # leaks are not checked. JITLink reports refused objects on stderr: closed (2), the
+    # fuzzer's own report still comes out.
+    export KILN_FUZZ_LINK=1
+    options=(-max_len=16384 -detect_leaks=0 -close_fd_mask=2) ;;
+  *)
+    echo "fuzz: unknown target '$target' (parser_fuzzer, safetensors_fuzzer, cache_fuzzer)"
+    exit 2 ;;
+esac
 
 if ! command -v "$cxx" >/dev/null; then
   echo "fuzz: $cxx not found (run scripts/setup); skipped"
+  exit 77
+fi
+if nm -D "$runtime" 2>/dev/null | grep -q ' __asan_init'; then
+  echo "fuzz: $runtime is built with GCC's sanitizers (KILN_SANITIZE), whose ASan runtime"
+  echo "cannot share a process with clang's libFuzzer; skipped (run the fuzzers from a"
+  echo "build without KILN_SANITIZE)"
   exit 77
 fi
 mkdir -p "$work"
@@ -22,10 +51,10 @@ fi
 
 cmake -S "$src/test/fuzz" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_COMPILER="$cxx" -DKILN_SOURCE_DIR="$src" -DKILN_RUNTIME_LIBRARY="$runtime" >/dev/null
-cmake --build "$work/build"
+cmake --build "$work/build" --target "$target"
 
 mkdir -p "$work/corpus" "$work/artifacts"
 # New corpus entries go to $work/corpus; the seeds in the source tree are only read.
-"$work/build/parser_fuzzer" -max_total_time="$seconds" -max_len=4096 -timeout=10 \
-  -rss_limit_mb=2048 -dict="$src/test/fuzz/kir.dict" -artifact_prefix="$work/artifacts/" \
-  -print_final_stats=1 "$work/corpus" "$src/test/fuzz/corpus"
+"$work/build/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  "${options[@]}" -artifact_prefix="$work/artifacts/" -print_final_stats=1 \
+  "$work/corpus" "$seeds"
