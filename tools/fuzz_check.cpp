@@ -156,7 +156,7 @@ private:
 
 } // namespace
 
-double magnitude_scale_for(double n) { return std::max(1.0, std::log2(std::max(n, 1.0))); }
+double magnitude_scale_for(double n) { return std::max(1.0, std::sqrt(n)); }
 
 CheckReport check_compiled(const TestFunction& fn, const InputMaker& make,
                            const CheckOptions& options) {

@@ -25,8 +25,9 @@ struct CheckOptions {
   /// Bound the error of each output by the function run on |inputs| in f64 (sum-like
   /// functions, where inputs may cancel).
   bool magnitude = false;
-  /// The magnitude times this: log2 of the longest reduction (a blocked or pairwise sum of n
-  /// terms may round log2(n) times per term), at least 1.
+  /// The magnitude times this: sqrt of the longest reduction. The rounding error of a sum of
+  /// n terms added in sequence (one vector lane's share, one thread's chunk) grows like
+  /// sqrt(n) eps Σ|terms| typically (a random walk), n eps Σ|terms| at worst (TESTING.md).
   double magnitude_scale = 1;
   /// Call the compiled function a second time and require the same bits.
   bool replay = true;
@@ -48,7 +49,7 @@ struct CheckReport {
   bool passed() const { return !invalid && !compiled_error && mismatches.empty(); }
 };
 
-/// The magnitude scale for sums of at most `n` terms: max(1, log2(n)).
+/// The magnitude scale for sums of at most `n` terms: max(1, sqrt(n)).
 double magnitude_scale_for(double n);
 
 /// Runs `fn` eagerly, on f64 copies of the inputs (the reference), optionally on their
