@@ -22,8 +22,9 @@ using InputMaker = std::function<std::vector<Tensor>()>;
 
 struct CheckOptions {
   Mode mode = Mode::default_;
-  /// Bound the error of each output by the function run on |inputs| in f64 (sum-like
-  /// functions, where inputs may cancel).
+  /// Bound the error of each output by the larger of the function run on |inputs| in f64
+  /// (Σ|terms| for sum-like functions, where inputs may cancel) and |reference|, times
+  /// magnitude_scale: for functions with reductions.
   bool magnitude = false;
   /// The magnitude times this: sqrt of the longest reduction. The rounding error of a sum of
   /// n terms added in sequence (one vector lane's share, one thread's chunk) grows like
