@@ -49,6 +49,7 @@ constexpr const char* kFuzzUsage =
     "                 view, inplace, matmul, conv, norm, data, or rule names (`--ops list`)\n"
     "  --modes LIST   compile modes (default default,reduce_overhead,max_autotune)\n"
     "  --programs N   stop after N programs (default: when the time is up)\n"
+    "  --show I       print program I of the seed (its text, as DIR/finding-N.prog) and exit\n"
     "  --out DIR      where findings go (default ./kiln-fuzz-out)\n";
 
 using Clock = std::chrono::steady_clock;
@@ -412,7 +413,8 @@ bool parse_modes(std::string_view text, std::vector<Mode>& out) {
 int fuzz_main(std::span<const std::string_view> args) {
   FuzzOptions o;
   WorkerArgs w;
-  std::string seed, seconds, programs, ops, modes, out, first, count, check, emit, emit_out, header;
+  std::string seed, seconds, programs, show, ops, modes, out, first, count, check, emit, emit_out,
+      header;
   bool worker = false;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string_view a = args[i];
@@ -427,9 +429,9 @@ int fuzz_main(std::span<const std::string_view> args) {
     std::optional<CommandError> err;
     if (flag_value(args, i, "--seed", seed, err) || flag_value(args, i, "--time", seconds, err) ||
         flag_value(args, i, "--programs", programs, err) ||
-        flag_value(args, i, "--ops", ops, err) || flag_value(args, i, "--modes", modes, err) ||
-        flag_value(args, i, "--out", out, err) || flag_value(args, i, "--first", first, err) ||
-        flag_value(args, i, "--count", count, err) ||
+        flag_value(args, i, "--show", show, err) || flag_value(args, i, "--ops", ops, err) ||
+        flag_value(args, i, "--modes", modes, err) || flag_value(args, i, "--out", out, err) ||
+        flag_value(args, i, "--first", first, err) || flag_value(args, i, "--count", count, err) ||
         flag_value(args, i, "--current", w.current_path, err) ||
         flag_value(args, i, "--check", check, err) ||
         flag_value(args, i, "--emit-kir", emit, err) || flag_value(args, i, "-o", emit_out, err) ||
@@ -458,7 +460,14 @@ int fuzz_main(std::span<const std::string_view> args) {
     return report("fuzz", usage_error("bad --modes '" + modes +
                                       "': expected default, reduce_overhead, max_autotune"));
   if (!out.empty()) o.out = out;
+  uint64_t show_index = 0;
+  if (!show.empty() && !parse_uint(show, show_index))
+    return report("fuzz", usage_error("bad --show '" + show + "': expected a program index"));
   try {
+    if (!show.empty()) {
+      std::cout << program_text(generate_program(o.seed, show_index, select_rules(o.ops)));
+      return 0;
+    }
     if (!check.empty()) return check_main(check, o.modes);
     if (!emit.empty()) return emit_kir_main(emit, emit_out, header);
     if (worker) {
