@@ -79,7 +79,9 @@ public:
 
   MemoryStats stats() {
     std::lock_guard lock(mu_);
-    return stats_;
+    MemoryStats s = stats_;
+    s.cache_limit = limit_;
+    return s;
   }
   void reset_peak() {
     std::lock_guard lock(mu_);

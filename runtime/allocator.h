@@ -39,6 +39,9 @@ struct MemoryStats {
   size_t cached = 0;         // bytes in freed blocks kept for reuse
   uint64_t allocations = 0;  // allocate calls that returned memory
   uint64_t cache_hits = 0;   // of them, served from a kept block
+  /// The most bytes kept: KILN_CPU_CACHE_BYTES, or 0 when every freed block goes back to the
+  /// system (under AddressSanitizer, so that it sees every use after free).
+  size_t cache_limit = 0;
 };
 inline constexpr size_t kCpuCachedMin = size_t{1} << 20;
 
