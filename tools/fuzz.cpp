@@ -231,54 +231,59 @@ private:
     std::string buffer;
     int64_t running = -1; // the program in flight
     std::vector<Found> found;
-    constexpr double kHangSeconds = 120;
     auto last_line = Clock::now();
-    for (;;) {
+    for (bool more = true; more;) {
       progress();
-      double left = seconds_left();
-      if (left <= 0) return; // the program in flight is not counted
+      if (seconds_left() <= 0) return; // the program in flight is not counted
       pollfd p{w.out_fd, POLLIN, 0};
-      int ready = poll(&p, 1, 200);
-      if (ready == 0) {
-        if (running >= 0 &&
-            std::chrono::duration<double>(Clock::now() - last_line).count() > kHangSeconds) {
-          found.push_back({static_cast<uint64_t>(running),
-                           {FindingKind::hang, "", "no result after 120 s"},
-                           read_all(work_dir() + "/current.prog")});
-          next_ = static_cast<uint64_t>(running) + 1;
-          ++programs_;
-          break;
-        }
+      if (poll(&p, 1, 200) == 0) {
+        more = !hung(running, last_line, found);
         continue;
       }
       char chunk[4096];
       ssize_t n = read(w.out_fd, chunk, sizeof chunk);
       if (n <= 0) {
-        int status = w.wait(10);
-        if (running >= 0) {
-          found.push_back({static_cast<uint64_t>(running),
-                           {FindingKind::crash, "", status_text(status)},
-                           read_all(work_dir() + "/current.prog")});
-          next_ = static_cast<uint64_t>(running) + 1;
-          ++programs_;
-        } else if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-          // Died between programs: while generating program next_ (no program to keep).
-          found.push_back(
-              {next_, {FindingKind::crash, "", "generating: " + status_text(status)}, ""});
-          ++next_;
-        }
+        worker_ended(w.wait(10), running, found);
         break;
       }
       last_line = Clock::now();
       buffer.append(chunk, static_cast<size_t>(n));
       for (size_t nl; (nl = buffer.find('\n')) != std::string::npos;) {
-        std::string line = buffer.substr(0, nl);
+        take_line(buffer.substr(0, nl), running, found);
         buffer.erase(0, nl + 1);
-        take_line(line, running, found);
       }
     }
     for (Found& f : found)
       report(f);
+  }
+
+  /// Whether the program in flight has given no result for too long (a hang finding).
+  bool hung(int64_t running, Clock::time_point last_line, std::vector<Found>& found) {
+    constexpr double kHangSeconds = 120;
+    if (running < 0 ||
+        std::chrono::duration<double>(Clock::now() - last_line).count() <= kHangSeconds)
+      return false;
+    found.push_back({static_cast<uint64_t>(running),
+                     {FindingKind::hang, "", "no result after 120 s"},
+                     read_all(work_dir() + "/current.prog")});
+    next_ = static_cast<uint64_t>(running) + 1;
+    ++programs_;
+    return true;
+  }
+
+  /// The worker's output ended: a crash when a program was in flight or it exited badly.
+  void worker_ended(int status, int64_t running, std::vector<Found>& found) {
+    if (running >= 0) {
+      found.push_back({static_cast<uint64_t>(running),
+                       {FindingKind::crash, "", status_text(status)},
+                       read_all(work_dir() + "/current.prog")});
+      next_ = static_cast<uint64_t>(running) + 1;
+      ++programs_;
+    } else if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      // Died between programs: while generating program next_ (no program to keep).
+      found.push_back({next_, {FindingKind::crash, "", "generating: " + status_text(status)}, ""});
+      ++next_;
+    }
   }
 
   void take_line(const std::string& line, int64_t& running, std::vector<Found>& found) {
@@ -408,77 +413,87 @@ bool parse_modes(std::string_view text, std::vector<Mode>& out) {
   return !out.empty();
 }
 
-} // namespace
+/// The command line as given; `resolve` checks it into FuzzOptions.
+struct FuzzArgs {
+  bool help = false, worker = false;
+  std::string seed, seconds, programs, show, ops, modes, out;
+  // The child-process modes: --worker (--first, --count, --current), --check, --emit-kir.
+  std::string first, count, current, check, emit, emit_out, header;
+};
 
-int fuzz_main(std::span<const std::string_view> args) {
-  FuzzOptions o;
-  WorkerArgs w;
-  std::string seed, seconds, programs, show, ops, modes, out, first, count, check, emit, emit_out,
-      header;
-  bool worker = false;
+std::optional<CommandError> parse_fuzz_args(std::span<const std::string_view> args, FuzzArgs& a) {
+  const std::pair<std::string_view, std::string*> flags[] = {
+      {"--seed", &a.seed},       {"--time", &a.seconds}, {"--programs", &a.programs},
+      {"--show", &a.show},       {"--ops", &a.ops},      {"--modes", &a.modes},
+      {"--out", &a.out},         {"--first", &a.first},  {"--count", &a.count},
+      {"--current", &a.current}, {"--check", &a.check},  {"--emit-kir", &a.emit},
+      {"-o", &a.emit_out},       {"--header", &a.header}};
   for (size_t i = 0; i < args.size(); ++i) {
-    std::string_view a = args[i];
-    if (a == "-h" || a == "--help") {
-      std::cout << kFuzzUsage;
-      return 0;
+    if (args[i] == "-h" || args[i] == "--help") {
+      a.help = true;
+      return std::nullopt;
     }
-    if (a == "--worker") {
-      worker = true;
+    if (args[i] == "--worker") {
+      a.worker = true;
       continue;
     }
     std::optional<CommandError> err;
-    if (flag_value(args, i, "--seed", seed, err) || flag_value(args, i, "--time", seconds, err) ||
-        flag_value(args, i, "--programs", programs, err) ||
-        flag_value(args, i, "--show", show, err) || flag_value(args, i, "--ops", ops, err) ||
-        flag_value(args, i, "--modes", modes, err) || flag_value(args, i, "--out", out, err) ||
-        flag_value(args, i, "--first", first, err) || flag_value(args, i, "--count", count, err) ||
-        flag_value(args, i, "--current", w.current_path, err) ||
-        flag_value(args, i, "--check", check, err) ||
-        flag_value(args, i, "--emit-kir", emit, err) || flag_value(args, i, "-o", emit_out, err) ||
-        flag_value(args, i, "--header", header, err)) {
-      if (err) return report("fuzz", *err);
-      continue;
-    }
-    return report("fuzz", usage_error("unknown option '" + std::string(a) + "'"));
+    bool taken = false;
+    for (const auto& [flag, value] : flags)
+      if (!taken && flag_value(args, i, flag, *value, err)) taken = true;
+    if (err) return err;
+    if (!taken) return usage_error("unknown option '" + std::string(args[i]) + "'");
   }
-  if (!seed.empty() && !parse_uint(seed, o.seed))
-    return report("fuzz", usage_error("bad --seed '" + seed + "': expected an integer"));
-  if (!programs.empty() && (!parse_uint(programs, o.max_programs) || o.max_programs == 0))
-    return report("fuzz", usage_error("bad --programs '" + programs + "': expected a count"));
-  if (!seconds.empty()) {
-    uint64_t s = 0;
-    if (!parse_uint(seconds, s))
-      return report("fuzz", usage_error("bad --time '" + seconds + "': expected seconds"));
-    o.seconds = static_cast<double>(s);
-  }
-  if (ops == "list") return list_rules();
-  o.ops = split_list(ops);
+  return std::nullopt;
+}
+
+std::optional<CommandError> resolve(const FuzzArgs& a, FuzzOptions& o, uint64_t& show) {
+  if (!a.seed.empty() && !parse_uint(a.seed, o.seed))
+    return usage_error("bad --seed '" + a.seed + "': expected an integer");
+  if (!a.programs.empty() && (!parse_uint(a.programs, o.max_programs) || o.max_programs == 0))
+    return usage_error("bad --programs '" + a.programs + "': expected a count");
+  uint64_t seconds = 0;
+  if (!a.seconds.empty() && !parse_uint(a.seconds, seconds))
+    return usage_error("bad --time '" + a.seconds + "': expected seconds");
+  if (!a.seconds.empty()) o.seconds = static_cast<double>(seconds);
+  o.ops = split_list(a.ops);
   for (const std::string& name : o.ops)
     if (select_rules({name}).empty())
-      return report("fuzz", usage_error("unknown rule or group '" + name + "' in --ops"));
-  if (!modes.empty() && !parse_modes(modes, o.modes))
-    return report("fuzz", usage_error("bad --modes '" + modes +
-                                      "': expected default, reduce_overhead, max_autotune"));
-  if (!out.empty()) o.out = out;
-  uint64_t show_index = 0;
-  if (!show.empty() && !parse_uint(show, show_index))
-    return report("fuzz", usage_error("bad --show '" + show + "': expected a program index"));
+      return usage_error("unknown rule or group '" + name + "' in --ops");
+  if (!a.modes.empty() && !parse_modes(a.modes, o.modes))
+    return usage_error("bad --modes '" + a.modes +
+                       "': expected default, reduce_overhead, max_autotune");
+  if (!a.out.empty()) o.out = a.out;
+  if (!a.show.empty() && !parse_uint(a.show, show))
+    return usage_error("bad --show '" + a.show + "': expected a program index");
+  return std::nullopt;
+}
+
+} // namespace
+
+int fuzz_main(std::span<const std::string_view> args) {
+  FuzzArgs a;
+  if (auto err = parse_fuzz_args(args, a)) return report("fuzz", *err);
+  if (a.help) {
+    std::cout << kFuzzUsage;
+    return 0;
+  }
+  if (a.ops == "list") return list_rules();
+  FuzzOptions o;
+  uint64_t show = 0;
+  if (auto err = resolve(a, o, show)) return report("fuzz", *err);
   try {
-    if (!show.empty()) {
-      std::cout << program_text(generate_program(o.seed, show_index, select_rules(o.ops)));
+    if (!a.show.empty()) {
+      std::cout << program_text(generate_program(o.seed, show, select_rules(o.ops)));
       return 0;
     }
-    if (!check.empty()) return check_main(check, o.modes);
-    if (!emit.empty()) return emit_kir_main(emit, emit_out, header);
-    if (worker) {
-      w.seed = o.seed;
-      w.ops = o.ops;
-      w.modes = o.modes;
-      if (!parse_uint(first, w.first) || !parse_uint(count, w.count) || w.current_path.empty())
-        return report("fuzz", usage_error("--worker needs --first, --count and --current"));
-      return worker_main(w);
-    }
-    return Fuzzer(o).run();
+    if (!a.check.empty()) return check_main(a.check, o.modes);
+    if (!a.emit.empty()) return emit_kir_main(a.emit, a.emit_out, a.header);
+    if (!a.worker) return Fuzzer(o).run();
+    WorkerArgs w{o.seed, 0, 0, o.ops, o.modes, a.current};
+    if (!parse_uint(a.first, w.first) || !parse_uint(a.count, w.count) || w.current_path.empty())
+      return report("fuzz", usage_error("--worker needs --first, --count and --current"));
+    return worker_main(w);
   } catch (const Error& e) {
     return report("fuzz", runtime_error(e.message()));
   }
