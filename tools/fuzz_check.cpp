@@ -93,7 +93,8 @@ private:
     std::vector<Tensor> in = make_();
     auto start = Clock::now();
     try {
-      r_.compiled = snapshot(call(in));
+      first_ = call(in);
+      r_.compiled = snapshot(first_);
     } catch (const Error& e) {
       r_.compiled_error = e.message();
       return false;
@@ -157,6 +158,11 @@ private:
         r_.mismatches.push_back("output " + std::to_string(k) +
                                 " differs on the second (replayed) call: " + *why);
     compare_inputs(in, " second");
+    // The first call's results belong to the caller: a later call must not write them.
+    for (size_t k = 0; k < first_.size() && k < r_.compiled.size(); ++k)
+      if (auto why = check_bitwise(first_[k], r_.compiled[k]))
+        r_.mismatches.push_back("output " + std::to_string(k) +
+                                " of the first call was changed by the second call: " + *why);
   }
 
   const TestFunction& fn_;
@@ -165,6 +171,7 @@ private:
   CompiledFunction compiled_{options_for(o_.mode), nullptr};
   CheckReport r_;
   std::vector<Tensor> pristine_, eager_in_, ref_in_, reference_, magnitude_;
+  std::vector<Tensor> first_; // the first compiled call's results, as returned
 };
 
 } // namespace
