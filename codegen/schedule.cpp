@@ -97,7 +97,9 @@ Schedule choose_schedule(const Kernel& k, int vector_bytes, const ScheduleOverri
   int64_t inner = 1;
   for (int64_t e : k.inner)
     inner *= e;
-  if (!k.inner.empty()) {
+  if (lanes < 2) {
+    // One lane is scalar code (an override of 1 f32 lane, or 2 over f64 values).
+  } else if (!k.inner.empty()) {
     // Inner vector code pays when the loads along the last inner variable are unit-stride.
     const int last = k.num_vars() - 1;
     int unit = 0, other = 0;

@@ -82,6 +82,13 @@ TEST_CASE("schedule override: the heuristic takes its lanes, grain and threads")
       CHECK(choose_schedule(k64, bytes, o).lanes == std::max(1, lanes / 2));
     }
   }
+  // One lane is scalar code, never a vector of one (whose math the generator does not emit):
+  // 1 f32 lane, or 2 over f64 values.
+  CHECK(choose_schedule(k32, 64, parse_schedule_override("lanes=1")).vector ==
+        Schedule::Vector::none);
+  CHECK(choose_schedule(k64, 64, parse_schedule_override("lanes=2")).vector ==
+        Schedule::Vector::none);
+  CHECK(choose_schedule(k32, 64, parse_schedule_override("lanes=2")).lanes == 2);
   ScheduleOverride o = parse_schedule_override("threads=3,grain=2");
   Schedule s = choose_schedule(k32, 32, o);
   CHECK(s.threads == 3);
@@ -97,8 +104,12 @@ TEST_CASE("schedule override: every width and thread count computes the same poi
   Tensor x = randn({37, 1001}), y = randn({1001});
   auto fn = [](const Tensor& a, const Tensor& b) { return (a * b + 1).relu() - b; };
   const Tensor want = fn(x, y);
-  for (const char* cfg : {"lanes=4", "lanes=8", "lanes=16", "lanes=1", "threads=1,grain=1",
-                          "threads=2,grain=1", "threads=3,grain=3"}) {
+  // f64 with rsqrt through kiln's vector math: at 2 f32 lanes that is one f64 lane.
+  Tensor x64 = x.to(DType::f64), y64 = y.to(DType::f64).abs() + 1;
+  auto fn64 = [](const Tensor& a, const Tensor& b) { return a * rsqrt(b) - 1; };
+  const Tensor want64 = fn64(x64, y64);
+  for (const char* cfg : {"lanes=4", "lanes=8", "lanes=16", "lanes=1", "lanes=2",
+                          "threads=1,grain=1", "threads=2,grain=1", "threads=3,grain=3"}) {
     INFO(cfg);
     CompileOptions o;
     o.schedule = cfg;
@@ -106,5 +117,7 @@ TEST_CASE("schedule override: every width and thread count computes the same poi
     KILN_REQUIRE_BITWISE(f(x, y), want);
     KILN_REQUIRE_BITWISE(f(x, y), want);
     CHECK(f.stats().generated_kernels == 1);
+    auto g = compile(fn64, o);
+    KILN_REQUIRE_CLOSE(g(x64, y64), fn64, x64, y64);
   }
 }
