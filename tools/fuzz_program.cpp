@@ -90,7 +90,8 @@ std::string program_text(const Program& p) {
   std::ostringstream os;
   os << "kiln-fuzz-program seed " << p.input_seed << " specials " << (p.specials ? 1 : 0) << "\n";
   for (const ProgramInput& in : p.inputs)
-    os << "input " << dtype_name(in.dtype) << " " << sizes_text(in.sizes) << "\n";
+    os << "input " << dtype_name(in.dtype) << " " << sizes_text(in.sizes) << " "
+       << static_cast<int>(in.layout) << "\n";
   for (const Step& s : p.steps) {
     char number[64];
     std::snprintf(number, sizeof number, "%.17g", s.number);
@@ -118,8 +119,11 @@ Program parse_program(std::string_view text) {
       p.specials = specials != 0;
     } else if (kind == "input") {
       std::string dtype, sizes;
-      ls >> dtype >> sizes;
-      p.inputs.push_back({parse_ints(sizes, line), parse_dtype_or_throw(dtype, line)});
+      int layout = 0;
+      ls >> dtype >> sizes >> layout;
+      KILN_CHECK(layout >= 0 && layout <= 2, "fuzz program line ", line, ": bad layout ", layout);
+      p.inputs.push_back({parse_ints(sizes, line), parse_dtype_or_throw(dtype, line),
+                          static_cast<Layout>(layout)});
     } else if (kind == "step") {
       Step s;
       std::string operands, ints, dtype, sizes;
@@ -169,11 +173,31 @@ Tensor make_input(IntList sizes, IntList strides, DType dtype, uint64_t seed, si
   return make_view(base, sizes, full_strides, -lo);
 }
 
+Shape layout_strides(IntList sizes, Layout layout) {
+  if (layout == Layout::contiguous) return {};
+  if (layout == Layout::stepped) {
+    Shape strides = contiguous_strides(sizes);
+    for (int64_t& s : strides)
+      s *= 2;
+    return strides;
+  }
+  // Reversed: the first dim is the fastest.
+  Shape strides(sizes.size());
+  int64_t step = 1;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    strides[k] = step;
+    step *= std::max<int64_t>(sizes[k], 1);
+  }
+  return strides;
+}
+
 std::vector<Tensor> make_inputs(const Program& p) {
   std::vector<Tensor> out;
-  for (size_t k = 0; k < p.inputs.size(); ++k)
-    out.push_back(
-        make_input(p.inputs[k].sizes, {}, p.inputs[k].dtype, p.input_seed, k, p.specials));
+  for (size_t k = 0; k < p.inputs.size(); ++k) {
+    const ProgramInput& in = p.inputs[k];
+    out.push_back(make_input(in.sizes, layout_strides(in.sizes, in.layout), in.dtype, p.input_seed,
+                             k, p.specials));
+  }
   return out;
 }
 

@@ -22,12 +22,20 @@ struct ValueRef {
   friend bool operator==(const ValueRef&, const ValueRef&) = default;
 };
 
-/// One program input: a contiguous tensor of these sizes and dtype, its data drawn from the
+/// How an input's elements lie in memory: row-major, dims in reverse order (a transposed
+/// matrix), or row-major with every other element skipped.
+enum class Layout : uint8_t { contiguous, reversed, stepped };
+
+/// One program input: a tensor of these sizes, dtype and layout, its data drawn from the
 /// program's seed and the input's position (make_input).
 struct ProgramInput {
   Shape sizes;
   DType dtype = DType::f32;
+  Layout layout = Layout::contiguous;
 };
+
+/// The strides of `layout` for these sizes (empty for contiguous).
+Shape layout_strides(IntList sizes, Layout layout);
 
 /// One step: rule `rule` (a name of the generator's table) applied to operands with integer
 /// and floating parameters. The result's sizes and dtype are recorded when generated, so that

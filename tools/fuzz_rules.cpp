@@ -576,11 +576,13 @@ Tensor ProgramBuilder::tensor(ValueRef r) const {
   KILN_UNREACHABLE("fuzz: a value the program does not hold");
 }
 
-ValueRef ProgramBuilder::new_input(Shape sizes, DType dtype) {
+ValueRef ProgramBuilder::new_input(Shape sizes, DType dtype, Layout layout) {
   size_t index = p_.inputs.size();
-  p_.inputs.push_back({sizes, dtype});
+  p_.inputs.push_back({sizes, dtype, layout});
   ValueRef r{true, static_cast<int>(index)};
-  slots_.push_back({r, make_input(sizes, {}, dtype, p_.input_seed, index, p_.specials), true});
+  Tensor t =
+      make_input(sizes, layout_strides(sizes, layout), dtype, p_.input_seed, index, p_.specials);
+  slots_.push_back({r, t, true});
   return r;
 }
 
@@ -693,7 +695,8 @@ void ProgramBuilder::generate(int steps, const std::vector<const Rule*>& rules) 
     weights.push_back(group_weight(r->group));
   std::discrete_distribution<size_t> draw(weights.begin(), weights.end());
   for (int k = 0, n = static_cast<int>(uniform(1, 3)); k < n; ++k)
-    new_input(random_shape(0, 4), random_dtype(false));
+    new_input(random_shape(0, 4), random_dtype(false),
+              one_of({Layout::contiguous, Layout::contiguous, Layout::reversed, Layout::stepped}));
   for (int attempts = 0; static_cast<int>(p_.steps.size()) < steps && attempts < 40 * steps;
        ++attempts)
     try_step(*rules[draw(rng_)]);

@@ -71,7 +71,7 @@ public:
   std::optional<ValueRef> pick_input(const std::function<bool(const Tensor&)>& ok);
   Tensor tensor(ValueRef r) const;
   /// Adds a program input (its data drawn as make_input draws it).
-  ValueRef new_input(Shape sizes, DType dtype);
+  ValueRef new_input(Shape sizes, DType dtype, Layout layout = Layout::contiguous);
   /// Sizes of rank in [min_rank, max_rank], at most a few thousand elements.
   Shape random_shape(int min_rank, int max_rank);
   DType random_dtype(bool floating_only);

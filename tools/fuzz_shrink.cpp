@@ -93,7 +93,7 @@ Program drop_step(const Program& p, size_t k, bool in_place) {
   ValueRef replacement = s.operands.empty() ? ValueRef{} : s.operands[0];
   if (!in_place || s.operands.empty()) {
     replacement = {true, static_cast<int>(c.inputs.size())};
-    c.inputs.push_back({s.sizes, s.dtype});
+    c.inputs.push_back({s.sizes, s.dtype, Layout::contiguous});
   }
   c.steps.erase(c.steps.begin() + static_cast<int64_t>(k));
   const int dropped = static_cast<int>(k);
