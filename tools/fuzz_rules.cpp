@@ -650,15 +650,20 @@ bool ProgramBuilder::try_step(const Rule& rule) {
   need_exact_ = false;
   if (made) {
     std::vector<Tensor> x;
-    bool exact = rule.traits.exact;
+    // Integer and bool arithmetic is exact whatever the rule: only floats round.
+    bool exact = true, floating_in = false;
     for (ValueRef r : s.operands) {
       x.push_back(tensor(r));
+      floating_in = floating_in || is_floating(x.back().dtype());
       for (const Slot& sl : slots_)
         if (sl.ref == r) exact = exact && sl.exact;
     }
+    exact = exact && (rule.traits.exact || !floating_in);
     try {
       Tensor out = rule.apply(x, s);
-      if (loses_precision(out, s.operands)) throw Error::without_location("fuzz: precision");
+      // An inexact value stored as an integer (copy_ into an int tensor) is a discontinuity.
+      if (loses_precision(out, s.operands) || (!exact && !is_floating(out.dtype())))
+        throw Error::without_location("fuzz: precision");
       s.sizes = out.sizes();
       s.dtype = out.dtype();
       ValueRef r{false, static_cast<int>(p_.steps.size())};
