@@ -103,17 +103,19 @@ std::vector<Tensor> judged(const Outputs& out, const Inputs& in, bool in_place) 
   return v;
 }
 
-/// Runs the case's eager side on `in` (converted copies of its inputs) for a reference. An
-/// op that refuses f64 leaves no reference (eager is then its own reference); a run whose
-/// results do not line up with eager's is a broken case.
-std::vector<Tensor> reference_run(const Case& c, Inputs in, bool in_place, size_t count) {
+/// Runs the case's eager side on `in` (converted copies of its inputs) for a reference. A
+/// run that throws fails the case (a case with no meaningful f64 run says so with
+/// CompareOptions::no_f64_because); one whose results do not line up with eager's is a
+/// broken case.
+std::optional<std::vector<Tensor>> reference_run(const Case& c, Inputs in, bool in_place,
+                                                 size_t count, std::string& error) {
   if (c.seed) manual_seed(*c.seed);
   Outputs out;
   try {
     out = (c.reference ? c.reference : c.fn)(in);
-  } catch (const Error&) {
-    ++counters().no_reference;
-    return std::vector<Tensor>(count);
+  } catch (const Error& e) {
+    error = e.message();
+    return std::nullopt;
   }
   std::vector<Tensor> v = judged(out, in, in_place);
   KILN_ASSERT(v.size() == count, "the f64 run of ", c.name(), " gave ", v.size(),
@@ -164,9 +166,17 @@ Result run_plain(const Case& c) {
     want.reference = want.eager;
   } else if (c.compare.exact_because.empty()) {
     Inputs originals = fresh();
-    want.reference = reference_run(c, to_f64(originals), in_place, want.eager.size());
-    if (c.compare.magnitude_of_abs_inputs)
-      want.magnitude = reference_run(c, to_f64_abs(originals), in_place, want.eager.size());
+    std::string error;
+    auto ref = reference_run(c, to_f64(originals), in_place, want.eager.size(), error);
+    if (!ref)
+      return fail(c, "the f64 reference run threw (make the case take its tensors as inputs, "
+                     "or give it no_f64_because): " + error);
+    want.reference = std::move(*ref);
+    if (c.compare.magnitude_of_abs_inputs) {
+      auto mag = reference_run(c, to_f64_abs(originals), in_place, want.eager.size(), error);
+      if (!mag) return fail(c, "the f64 run on |inputs| threw: " + error);
+      want.magnitude = std::move(*mag);
+    }
   }
 
   std::unique_ptr<CompiledCase> compiled;
@@ -339,12 +349,10 @@ struct CountersAtExit {
     if (std::getenv("KILN_DIFF_STATS") == nullptr) return;
     std::fprintf(stderr,
                  "diff: %lld cases, %lld compiled functions, %lld refused eagerly, %lld bundle "
-                 "items refused eagerly, %lld expected failures, %lld skipped, %lld without an "
-                 "f64 reference\n",
+                 "items refused eagerly, %lld expected failures, %lld skipped\n",
                  static_cast<long long>(c.cases), static_cast<long long>(c.compiled),
                  static_cast<long long>(c.refused), static_cast<long long>(c.dropped_items),
-                 static_cast<long long>(c.expected_fails), static_cast<long long>(c.skipped),
-                 static_cast<long long>(c.no_reference));
+                 static_cast<long long>(c.expected_fails), static_cast<long long>(c.skipped));
   }
 };
 } // namespace

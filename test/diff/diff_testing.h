@@ -121,7 +121,6 @@ struct Counters {
   int64_t dropped_items = 0;  // bundle items the eager side refused
   int64_t expected_fails = 0; // failures listed in the table
   int64_t skipped = 0;        // cases KILN_DIFF_SKIP named
-  int64_t no_reference = 0;   // f64 runs the eager ops refused (eager was the reference)
 };
 Counters& counters();
 

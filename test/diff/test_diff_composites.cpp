@@ -313,6 +313,18 @@ TEST_CASE("diff: nn modules as compiled functions", "[diff]") {
   nn::MaxPool2d pool(2);
   nn::Softmax sm(-1);
   bn.eval();
+  // The same modules in f64, for the reference run on f64 inputs.
+  nn::Linear lin64(9, 5);
+  nn::LayerNorm ln64(std::vector<int64_t>{9});
+  nn::Conv2d conv64(3, 4, 3, 1, 1);
+  nn::BatchNorm2d bn64(4);
+  lin64.load_state_dict(lin.state_dict());
+  ln64.load_state_dict(ln.state_dict());
+  conv64.load_state_dict(conv.state_dict());
+  bn64.load_state_dict(bn.state_dict());
+  for (nn::Module* m : std::initializer_list<nn::Module*>{&lin64, &ln64, &conv64, &bn64})
+    m->to(DType::f64);
+  bn64.eval();
   uint64_t seed = 30000;
   Tensor x = make_input({4, 9}, DType::f32, Values::normal, ++seed);
   Tensor img = make_input({2, 3, 6, 6}, DType::f32, Values::normal, ++seed);
@@ -321,8 +333,10 @@ TEST_CASE("diff: nn modules as compiled functions", "[diff]") {
   c.variant = "f32 4x9 and 2x3x6x6";
   c.inputs = {x, img};
   c.fn = [&](const Inputs& in) {
-    Tensor h = sm.forward(silu_m.forward(gelu_tanh.forward(lin.forward(ln.forward(in[0])))));
-    Tensor y = pool.forward(bn.forward(conv.forward(in[1])));
+    const bool f64 = in[0].dtype() == DType::f64;
+    Tensor h = sm.forward(silu_m.forward(
+        gelu_tanh.forward((f64 ? lin64 : lin).forward((f64 ? ln64 : ln).forward(in[0])))));
+    Tensor y = pool.forward((f64 ? bn64 : bn).forward((f64 ? conv64 : conv).forward(in[1])));
     return Outputs{h, y};
   };
   c.output_names = {"linear stack", "conv stack"};
