@@ -363,7 +363,7 @@ const Rule kRules[] = {
     {"neg", "pointwise", kExact, make_unary, [](X x, const Step&) { return neg(x[0]); }},
     {"abs", "pointwise", kExact, make_unary, [](X x, const Step&) { return abs(x[0]); }},
     {"relu", "pointwise", kExact, make_unary, [](X x, const Step&) { return relu(x[0]); }},
-    {"sqrt", "pointwise", kExact, make_unary, [](X x, const Step&) { return sqrt(x[0]); }},
+    {"sqrt", "pointwise", kAmplifies, make_unary, [](X x, const Step&) { return sqrt(x[0]); }},
     {"clamp", "pointwise", kExact, make_clamp,
      [](X x, const Step& s) { return clamp(x[0], Scalar(s.ints[0]), Scalar(s.ints[1])); }},
     {"add", "pointwise", kExact, make_binary, [](X x, const Step&) { return add(x[0], x[1]); }},
@@ -384,8 +384,8 @@ const Rule kRules[] = {
      [](X x, const Step& s) { return masked_fill(x[0], x[1], step_scalar(s)); }},
     // pointwise through vector math
     {"exp", "pointwise", kAmplifies, make_unary, [](X x, const Step&) { return exp(x[0]); }},
-    {"log", "pointwise", kInexact, make_unary, [](X x, const Step&) { return log(x[0]); }},
-    {"rsqrt", "pointwise", kInexact, make_unary, [](X x, const Step&) { return rsqrt(x[0]); }},
+    {"log", "pointwise", kAmplifies, make_unary, [](X x, const Step&) { return log(x[0]); }},
+    {"rsqrt", "pointwise", kAmplifies, make_unary, [](X x, const Step&) { return rsqrt(x[0]); }},
     {"sin", "pointwise", kAmplifies, make_unary, [](X x, const Step&) { return sin(x[0]); }},
     {"cos", "pointwise", kAmplifies, make_unary, [](X x, const Step&) { return cos(x[0]); }},
     {"tanh", "pointwise", kInexact, make_unary, [](X x, const Step&) { return tanh(x[0]); }},
@@ -431,10 +431,8 @@ const Rule kRules[] = {
      [](X x, const Step& s) { return amax(x[0], tail(s, 1), s.ints[0] != 0); }},
     {"amin", "reduction", kExact, make_reduce,
      [](X x, const Step& s) { return amin(x[0], tail(s, 1), s.ints[0] != 0); }},
-    {"var", "reduction", kSums, make_reduce,
+    {"var", "reduction", kSumsOfExact, make_reduce,
      [](X x, const Step& s) { return var(x[0], tail(s, 1), s.ints[0] != 0); }},
-    {"std", "reduction", kSums, make_reduce,
-     [](X x, const Step& s) { return kiln::std(x[0], tail(s, 1), s.ints[0] != 0); }},
     {"argmax", "reduction", kStep, make_reduce_one,
      [](X x, const Step& s) { return argmax(x[0], s.ints[0], s.ints[1] != 0); }},
     {"argmin", "reduction", kStep, make_reduce_one,
@@ -503,7 +501,7 @@ const Rule kRules[] = {
      [](X x, const Step& s) { return softmax(x[0], s.ints[0]); }},
     {"log_softmax", "norm", kSums, make_dim,
      [](X x, const Step& s) { return log_softmax(x[0], s.ints[0]); }},
-    {"layer_norm", "norm", kSums, make_layer_norm, [](X x, const Step& s) {
+    {"layer_norm", "norm", kSumsOfExact, make_layer_norm, [](X x, const Step& s) {
        Shape norm(x[0].sizes().end() - s.ints[0], x[0].sizes().end());
        return layer_norm(x[0], norm, x.size() > 1 ? x[1] : Tensor(),
                          x.size() > 2 ? x[2] : Tensor());
