@@ -50,7 +50,9 @@ constexpr const char* kFuzzUsage =
     "  --modes LIST   compile modes (default default,reduce_overhead,max_autotune)\n"
     "  --programs N   stop after N programs (default: when the time is up)\n"
     "  --show I       print program I of the seed (its text, as DIR/finding-N.prog) and exit\n"
-    "  --out DIR      where findings go (default ./kiln-fuzz-out)\n";
+    "  --out DIR      where findings go (default ./kiln-fuzz-out)\n"
+    "  The child processes' modes: --check FILE [--modes M] checks one program file (exit 0\n"
+    "  when it passes); --worker and --emit-kir FILE -o OUT serve the parent.\n";
 
 using Clock = std::chrono::steady_clock;
 
