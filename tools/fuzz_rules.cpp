@@ -228,6 +228,18 @@ bool make_in_place_binary(ProgramBuilder& b, Step& s) {
   return true;
 }
 
+/// A floating target and a source of its dtype and sizes: exp computed in a coarser dtype and
+/// stored into a finer one would differ from the reference by the coarser rounding.
+bool make_exp_into(ProgramBuilder& b, Step& s) {
+  auto a = b.coin(0.4) ? b.pick_input(floating) : b.pick(floating);
+  if (!a) return false;
+  const Tensor t = b.tensor(*a);
+  auto same =
+      b.pick([&](const Tensor& o) { return o.dtype() == t.dtype() && o.sizes() == t.sizes(); });
+  s.operands = {*a, same ? *same : b.new_input(t.sizes(), t.dtype())};
+  return true;
+}
+
 bool make_in_place_unary(ProgramBuilder& b, Step& s) {
   auto a = b.coin(0.4) ? b.pick_input(any) : b.pick(any);
   if (!a) return false;
@@ -477,7 +489,7 @@ const Rule kRules[] = {
     {"masked_fill_", "inplace", kWrite, make_in_place_mask, [](X x, const Step& s) {
        return in_place(x[0], [&](Tensor& t) { t.masked_fill_(x[1], step_scalar(s)); });
      }},
-    {"exp_into", "inplace", kWriteExp, make_in_place_binary,
+    {"exp_into", "inplace", kWriteExp, make_exp_into,
      [](X x, const Step&) { return in_place(x[0], [&](Tensor& t) { t.copy_(exp(x[1])); }); }},
     // contractions
     {"matmul", "matmul", kSums, make_matmul, [](X x, const Step&) { return matmul(x[0], x[1]); }},
