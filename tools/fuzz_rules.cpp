@@ -660,7 +660,6 @@ bool ProgramBuilder::try_step(const Rule& rule) {
   need_exact_ = false;
   if (made) {
     std::vector<Tensor> x;
-    // Integer and bool arithmetic is exact whatever the rule: only floats round.
     bool exact = true, floating_in = false;
     for (ValueRef r : s.operands) {
       x.push_back(tensor(r));
@@ -668,9 +667,11 @@ bool ProgramBuilder::try_step(const Rule& rule) {
       for (const Slot& sl : slots_)
         if (sl.ref == r) exact = exact && sl.exact;
     }
-    exact = exact && (rule.traits.exact || !floating_in);
     try {
       Tensor out = rule.apply(x, s);
+      // Integer and bool arithmetic is exact whatever the rule (a sum of integers); anything
+      // computed in floating point (sin of a bool) rounds.
+      exact = exact && (rule.traits.exact || (!floating_in && !is_floating(out.dtype())));
       // An inexact value stored as an integer (copy_ into an int tensor) is a discontinuity.
       if (loses_precision(out, s.operands) || (!exact && !is_floating(out.dtype())))
         throw Error::without_location("fuzz: precision");
