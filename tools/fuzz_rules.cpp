@@ -652,43 +652,48 @@ bool ProgramBuilder::loses_precision(const Tensor& out, std::span<const ValueRef
   return false;
 }
 
+std::optional<ProgramBuilder::Slot> ProgramBuilder::apply(const Rule& rule, const Step& s) {
+  std::vector<Tensor> x;
+  bool exact = true, floating_in = false;
+  for (ValueRef r : s.operands) {
+    x.push_back(tensor(r));
+    floating_in = floating_in || is_floating(x.back().dtype());
+    for (const Slot& sl : slots_)
+      if (sl.ref == r) exact = exact && sl.exact;
+  }
+  Tensor out;
+  try {
+    out = rule.apply(x, s);
+  } catch (const Error&) {
+    return std::nullopt; // not a valid use of the op (shapes, dtypes)
+  }
+  // Integer and bool arithmetic is exact whatever the rule (a sum of integers); anything
+  // computed in floating point (sin of a bool) rounds.
+  exact = exact && (rule.traits.exact || (!floating_in && !is_floating(out.dtype())));
+  // An inexact value stored as an integer (copy_ into an int tensor) is a discontinuity.
+  if (loses_precision(out, s.operands) || (!exact && !is_floating(out.dtype())))
+    return std::nullopt;
+  return Slot{ValueRef{false, static_cast<int>(p_.steps.size())}, out, exact};
+}
+
 bool ProgramBuilder::try_step(const Rule& rule) {
   const size_t inputs = p_.inputs.size(), slots = slots_.size();
   Step s{std::string(rule.name), {}, {}, 0, {}, DType::f32};
   need_exact_ = rule.traits.needs_exact;
   bool made = rule.make(*this, s);
   need_exact_ = false;
-  if (made) {
-    std::vector<Tensor> x;
-    bool exact = true, floating_in = false;
-    for (ValueRef r : s.operands) {
-      x.push_back(tensor(r));
-      floating_in = floating_in || is_floating(x.back().dtype());
-      for (const Slot& sl : slots_)
-        if (sl.ref == r) exact = exact && sl.exact;
-    }
-    try {
-      Tensor out = rule.apply(x, s);
-      // Integer and bool arithmetic is exact whatever the rule (a sum of integers); anything
-      // computed in floating point (sin of a bool) rounds.
-      exact = exact && (rule.traits.exact || (!floating_in && !is_floating(out.dtype())));
-      // An inexact value stored as an integer (copy_ into an int tensor) is a discontinuity.
-      if (loses_precision(out, s.operands) || (!exact && !is_floating(out.dtype())))
-        throw Error::without_location("fuzz: precision");
-      s.sizes = out.sizes();
-      s.dtype = out.dtype();
-      ValueRef r{false, static_cast<int>(p_.steps.size())};
-      p_.steps.push_back(std::move(s));
-      slots_.push_back({r, out, exact});
-      if (rule.traits.in_place && !exact) mark_inexact(out);
-      return true;
-    } catch (const Error&) {
-      // Not a valid use of the op (shapes, dtypes): draw another step.
-    }
+  std::optional<Slot> result = made ? apply(rule, s) : std::nullopt;
+  if (!result) { // draw another step
+    p_.inputs.resize(inputs);
+    slots_.resize(slots);
+    return false;
   }
-  p_.inputs.resize(inputs);
-  slots_.resize(slots);
-  return false;
+  s.sizes = result->tensor.sizes();
+  s.dtype = result->tensor.dtype();
+  p_.steps.push_back(std::move(s));
+  slots_.push_back(*result);
+  if (rule.traits.in_place && !result->exact) mark_inexact(result->tensor);
+  return true;
 }
 
 void ProgramBuilder::choose_outputs() {

@@ -88,7 +88,11 @@ private:
     Tensor tensor;
     bool exact = true;
   };
+  /// Draws one step of `rule`; false (the program unchanged) when it does not fit.
   bool try_step(const Rule& rule);
+  /// The step's result run eagerly, or nothing when the op refuses it or when its result could
+  /// differ honestly from the reference in a way the rule would call a mismatch.
+  std::optional<Slot> apply(const Rule& rule, const Step& s);
   void mark_inexact(const Tensor& written);
   bool loses_precision(const Tensor& out, std::span<const ValueRef> operands) const;
   void choose_outputs();
