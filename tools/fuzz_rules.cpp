@@ -105,8 +105,9 @@ bool make_masked_fill(ProgramBuilder& b, Step& s) {
   return true;
 }
 
-bool make_reduce_of(ProgramBuilder& b, Step& s, bool (*ok)(const Tensor&)) {
-  auto v = b.pick(ok);
+bool make_reduce_of(ProgramBuilder& b, Step& s, bool (*ok)(const Tensor&),
+                    bool inputs_only = false) {
+  auto v = inputs_only ? b.pick_input(ok) : b.pick(ok);
   if (!v) return false;
   const Tensor& t = b.tensor(*v);
   s.operands = {*v};
@@ -117,6 +118,11 @@ bool make_reduce_of(ProgramBuilder& b, Step& s, bool (*ok)(const Tensor&)) {
 }
 
 bool make_reduce(ProgramBuilder& b, Step& s) { return make_reduce_of(b, s, ranked); }
+
+/// A variance of a program input: a computed value may hold rows of equal values (expand,
+/// a broadcast copy_), whose variance is 0 eagerly and the square of a reordered mean's
+/// rounding compiled, with nothing in the reference to scale the difference by.
+bool make_var(ProgramBuilder& b, Step& s) { return make_reduce_of(b, s, ranked, true); }
 
 /// A product of a few values only: a long one overflows to Inf in one order and meets a zero
 /// first in another (0 or NaN), an honest difference.
@@ -309,8 +315,10 @@ bool make_pool(ProgramBuilder& b, Step& s) {
   return true;
 }
 
+/// A layer norm of a program input (as make_var: on equal values it divides a rounding
+/// difference by sqrt(eps)).
 bool make_layer_norm(ProgramBuilder& b, Step& s) {
-  auto v = b.pick(float_ranked);
+  auto v = b.pick_input(float_ranked);
   if (!v) return false;
   const Tensor& t = b.tensor(*v);
   int64_t n = t.dim() >= 2 && b.coin(0.3) ? 2 : 1;
@@ -443,7 +451,7 @@ const Rule kRules[] = {
      [](X x, const Step& s) { return amax(x[0], tail(s, 1), s.ints[0] != 0); }},
     {"amin", "reduction", kExact, make_reduce,
      [](X x, const Step& s) { return amin(x[0], tail(s, 1), s.ints[0] != 0); }},
-    {"var", "reduction", kSumsOfExact, make_reduce,
+    {"var", "reduction", kSumsOfExact, make_var,
      [](X x, const Step& s) { return var(x[0], tail(s, 1), s.ints[0] != 0); }},
     {"argmax", "reduction", kStep, make_reduce_one,
      [](X x, const Step& s) { return argmax(x[0], s.ints[0], s.ints[1] != 0); }},
