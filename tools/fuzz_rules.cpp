@@ -107,7 +107,7 @@ bool make_masked_fill(ProgramBuilder& b, Step& s) {
 
 bool make_reduce_of(ProgramBuilder& b, Step& s, bool (*ok)(const Tensor&),
                     bool inputs_only = false) {
-  auto v = inputs_only ? b.pick_input(ok) : b.pick(ok);
+  auto v = inputs_only ? b.pick_input(ok, /*pristine=*/true) : b.pick(ok);
   if (!v) return false;
   const Tensor& t = b.tensor(*v);
   s.operands = {*v};
@@ -119,9 +119,9 @@ bool make_reduce_of(ProgramBuilder& b, Step& s, bool (*ok)(const Tensor&),
 
 bool make_reduce(ProgramBuilder& b, Step& s) { return make_reduce_of(b, s, ranked); }
 
-/// A variance of a program input: a computed value may hold rows of equal values (expand,
-/// a broadcast copy_), whose variance is 0 eagerly and the square of a reordered mean's
-/// rounding compiled, with nothing in the reference to scale the difference by.
+/// A variance of a program input no step wrote: a computed value may hold rows of equal values
+/// (expand, a broadcast copy_, fill_), whose variance is 0 eagerly and the square of a reordered
+/// mean's rounding compiled, with nothing in the reference to scale the difference by.
 bool make_var(ProgramBuilder& b, Step& s) { return make_reduce_of(b, s, ranked, true); }
 
 /// A product of a few values only: a long one overflows to Inf in one order and meets a zero
@@ -318,7 +318,7 @@ bool make_pool(ProgramBuilder& b, Step& s) {
 /// A layer norm of a program input (as make_var: on equal values it divides a rounding
 /// difference by sqrt(eps)).
 bool make_layer_norm(ProgramBuilder& b, Step& s) {
-  auto v = b.pick_input(float_ranked);
+  auto v = b.pick_input(float_ranked, /*pristine=*/true);
   if (!v) return false;
   const Tensor& t = b.tensor(*v);
   int64_t n = t.dim() >= 2 && b.coin(0.3) ? 2 : 1;
@@ -580,10 +580,12 @@ std::optional<ValueRef> ProgramBuilder::pick(const std::function<bool(const Tens
   return slots_[k].ref;
 }
 
-std::optional<ValueRef> ProgramBuilder::pick_input(const std::function<bool(const Tensor&)>& ok) {
+std::optional<ValueRef> ProgramBuilder::pick_input(const std::function<bool(const Tensor&)>& ok,
+                                                   bool pristine) {
   std::vector<size_t> fits;
   for (size_t k = 0; k < slots_.size(); ++k)
-    if (slots_[k].ref.input && ok(slots_[k].tensor)) fits.push_back(k);
+    if (slots_[k].ref.input && (!pristine || !slots_[k].written) && ok(slots_[k].tensor))
+      fits.push_back(k);
   if (fits.empty()) return std::nullopt;
   return slots_[fits[static_cast<size_t>(uniform(0, fits.size() - 1))]].ref;
 }
@@ -642,10 +644,13 @@ ValueRef ProgramBuilder::partner(const Tensor& a, bool into_a) {
   return new_input(sizes, coin(0.6) ? a.dtype() : random_dtype(false));
 }
 
-void ProgramBuilder::mark_inexact(const Tensor& written) {
+void ProgramBuilder::mark_written(const Tensor& written, bool exact) {
   const Storage* storage = written.impl().storage.get();
   for (Slot& s : slots_)
-    if (s.tensor.impl().storage.get() == storage) s.exact = false;
+    if (s.tensor.impl().storage.get() == storage) {
+      s.written = true;
+      s.exact = s.exact && exact;
+    }
 }
 
 bool ProgramBuilder::loses_precision(const Tensor& out, std::span<const ValueRef> operands) const {
@@ -700,7 +705,7 @@ bool ProgramBuilder::try_step(const Rule& rule) {
   s.dtype = result->tensor.dtype();
   p_.steps.push_back(std::move(s));
   slots_.push_back(*result);
-  if (rule.traits.in_place && !result->exact) mark_inexact(result->tensor);
+  if (rule.traits.in_place) mark_written(result->tensor, result->exact);
   return true;
 }
 

@@ -67,8 +67,10 @@ public:
   /// A value whose tensor satisfies `ok` (and is exact when the current rule needs it),
   /// the most recent one more often than not.
   std::optional<ValueRef> pick(const std::function<bool(const Tensor&)>& ok);
-  /// An input of the program, when one satisfies `ok`.
-  std::optional<ValueRef> pick_input(const std::function<bool(const Tensor&)>& ok);
+  /// An input of the program, when one satisfies `ok`; with `pristine`, only inputs no step
+  /// has written in place (their data as make_input drew it).
+  std::optional<ValueRef> pick_input(const std::function<bool(const Tensor&)>& ok,
+                                     bool pristine = false);
   Tensor tensor(ValueRef r) const;
   /// Adds a program input (its data drawn as make_input draws it).
   ValueRef new_input(Shape sizes, DType dtype, Layout layout = Layout::contiguous);
@@ -87,13 +89,14 @@ private:
     ValueRef ref;
     Tensor tensor;
     bool exact = true;
+    bool written = false; // a step wrote into its storage
   };
   /// Draws one step of `rule`; false (the program unchanged) when it does not fit.
   bool try_step(const Rule& rule);
   /// The step's result run eagerly, or nothing when the op refuses it or when its result could
   /// differ honestly from the reference in a way the rule would call a mismatch.
   std::optional<Slot> apply(const Rule& rule, const Step& s);
-  void mark_inexact(const Tensor& written);
+  void mark_written(const Tensor& written, bool exact);
   bool loses_precision(const Tensor& out, std::span<const ValueRef> operands) const;
   void choose_outputs();
 
