@@ -372,7 +372,7 @@ Tensor in_place(const Tensor& t, auto&& write) {
 constexpr RuleTraits kExact{};
 constexpr RuleTraits kInexact{.exact = false};
 constexpr RuleTraits kAmplifies{.exact = false, .needs_exact = true};
-constexpr RuleTraits kStep{.needs_exact = true};
+constexpr RuleTraits kStep{.needs_exact = true}; // or correctly rounded, ill-conditioned near 0
 constexpr RuleTraits kSums{.exact = false, .sums = true};
 constexpr RuleTraits kSumsOfExact{.exact = false, .needs_exact = true, .sums = true};
 constexpr RuleTraits kWrite{.in_place = true};
@@ -383,7 +383,7 @@ const Rule kRules[] = {
     {"neg", "pointwise", kExact, make_unary, [](X x, const Step&) { return neg(x[0]); }},
     {"abs", "pointwise", kExact, make_unary, [](X x, const Step&) { return abs(x[0]); }},
     {"relu", "pointwise", kExact, make_unary, [](X x, const Step&) { return relu(x[0]); }},
-    {"sqrt", "pointwise", kAmplifies, make_unary, [](X x, const Step&) { return sqrt(x[0]); }},
+    {"sqrt", "pointwise", kStep, make_unary, [](X x, const Step&) { return sqrt(x[0]); }},
     {"clamp", "pointwise", kExact, make_clamp,
      [](X x, const Step& s) { return clamp(x[0], Scalar(s.ints[0]), Scalar(s.ints[1])); }},
     {"add", "pointwise", kExact, make_binary, [](X x, const Step&) { return add(x[0], x[1]); }},
