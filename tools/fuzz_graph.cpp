@@ -6,6 +6,7 @@
 
 #include "ir/node.h"
 #include "runtime/error.h"
+#include "runtime/ops.h"
 #include "runtime/ops/dispatch.h"
 #include "tools/fuzz_program.h"
 
@@ -23,7 +24,7 @@ Tensor constant_tensor(const ir::Value& v) {
 
 } // namespace
 
-std::vector<Tensor> run_graph(const ir::Graph& g, std::span<const Tensor> args) {
+std::vector<Tensor> run_graph(const ir::Graph& g, std::span<const Tensor> args, bool magnitude) {
   std::unordered_map<const ir::Value*, Tensor> env;
   size_t next = 0;
   for (const ir::Value* in : g.inputs()) {
@@ -37,8 +38,12 @@ std::vector<Tensor> run_graph(const ir::Graph& g, std::span<const Tensor> args) 
   }
   for (const ir::Node* n : g.nodes()) {
     std::vector<Tensor> x;
-    for (const ir::Value* v : n->inputs())
-      x.push_back(env.at(v));
+    const OpKind kind = n->schema().kind;
+    const bool sums = kind == OpKind::reduction || kind == OpKind::contraction;
+    for (const ir::Value* v : n->inputs()) {
+      const Tensor& t = env.at(v);
+      x.push_back(magnitude && sums && is_floating(t.dtype()) ? abs(t) : t);
+    }
     std::vector<Tensor> outs = dispatch(n->op(), x, n->attrs());
     for (size_t k = 0; k < outs.size(); ++k)
       env[n->output(k)] = outs[k];

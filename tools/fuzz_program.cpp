@@ -201,7 +201,7 @@ std::vector<Tensor> make_inputs(const Program& p) {
   return out;
 }
 
-std::vector<Tensor> run_program(const Program& p, std::span<const Tensor> inputs) {
+std::vector<Tensor> run_program(const Program& p, std::span<const Tensor> inputs, bool magnitude) {
   KILN_CHECK(inputs.size() == p.inputs.size(), "fuzz program: expected ", p.inputs.size(),
              " inputs, got ", inputs.size());
   std::vector<Tensor> steps;
@@ -215,8 +215,10 @@ std::vector<Tensor> run_program(const Program& p, std::span<const Tensor> inputs
     const Rule* rule = find_rule(s.rule);
     KILN_CHECK(rule != nullptr, "fuzz program: unknown rule '", s.rule, "'");
     std::vector<Tensor> x;
-    for (ValueRef r : s.operands)
-      x.push_back(value(r));
+    for (ValueRef r : s.operands) {
+      const Tensor& t = value(r);
+      x.push_back(magnitude && rule->traits.sums && is_floating(t.dtype()) ? abs(t) : t);
+    }
     steps.push_back(rule->apply(x, s));
   }
   std::vector<Tensor> out;

@@ -76,8 +76,11 @@ std::vector<Tensor> make_inputs(const Program& p);
 
 /// Runs the program on `inputs` (eagerly, or traced when called by kiln::compile) and returns
 /// its outputs. Steps that write in place write into the tensors they are given. A kiln::Error
-/// from an op propagates.
-std::vector<Tensor> run_program(const Program& p, std::span<const Tensor> inputs);
+/// from an op propagates. With `magnitude`, steps that sum (reductions, matmul, convolution,
+/// normalisations) read |operands|: run on |inputs| in f64, each output is then the sum of
+/// the magnitudes of the terms it was computed from, what a reordering error scales with.
+std::vector<Tensor> run_program(const Program& p, std::span<const Tensor> inputs,
+                                bool magnitude = false);
 
 /// Whether the program has a step whose rounding depends on summation order (reductions,
 /// matmul, convolution, normalisations): then a magnitude run bounds the honest error.
