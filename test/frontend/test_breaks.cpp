@@ -79,12 +79,14 @@ TEST_CASE("breaks: printing") {
 }
 
 TEST_CASE("breaks: data_ptr") {
-  int line = __LINE__ + 5;
+  int line = __LINE__ + 7;
   expect_one_break(
       [](const Tensor& x) {
         Tensor y = (x * 2).contiguous();
-        // to(f32) is the tensor itself in f32; the f64 reference run reads an f32 copy.
-        const float* p = y.to(DType::f32).data_ptr<float>();
+        // to(f32) is the tensor itself in f32; the f64 reference run reads an f32 copy, kept
+        // alive while p points into it.
+        const Tensor y32 = y.to(DType::f32);
+        const float* p = y32.data_ptr<float>();
         return y + p[0];
       },
       "KB005", line);
