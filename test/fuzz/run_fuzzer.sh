@@ -34,7 +34,9 @@ if ! command -v "$cxx" >/dev/null; then
   echo "fuzz: $cxx not found (run scripts/setup); skipped"
   exit 77
 fi
-if nm -D "$runtime" 2>/dev/null | grep -q ' __asan_init'; then
+# (nm's output is read whole first: grep -q closing the pipe early fails nm under pipefail)
+symbols=$(nm -D "$runtime" 2>/dev/null || true)
+if grep -q ' __asan_init' <<<"$symbols"; then
   echo "fuzz: $runtime is built with GCC's sanitizers (KILN_SANITIZE), whose ASan runtime"
   echo "cannot share a process with clang's libFuzzer; skipped (run the fuzzers from a"
   echo "build without KILN_SANITIZE)"
