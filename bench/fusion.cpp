@@ -1,5 +1,5 @@
 // The LLVM backend against eager code, measured side by side in one run (interleaved
-// medians): bandwidth-bound workloads of PERFORMANCE.md, the zoo models, the kernels per
+// medians): bandwidth-bound workloads of docs/performance.md, the zoo models, the kernels per
 // model before fusion (interpreter backend) and after (kiln backend), and cold and warm
 // (on-disk cache) compile time of gpt.
 //

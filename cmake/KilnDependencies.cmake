@@ -1,4 +1,5 @@
-# Third-party dependencies. Each heavy one is an option with a plain fallback.
+# Third-party dependencies. oneDNN is an option with a plain fallback (loop GEMM and
+# convolution); LLVM 22 and OpenMP are required; libbacktrace is used when GCC ships it.
 find_package(OpenMP REQUIRED)
 find_package(Threads REQUIRED)
 

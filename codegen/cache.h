@@ -1,5 +1,5 @@
 // DiskCache: the on-disk cache of compiled artefacts (object files), keyed by a full key string
-// (ARCHITECTURE.md, "On-disk cache"). No LLVM types: the JIT stores and loads plain bytes.
+// (docs/user-guide.md, "The kernel cache"). No LLVM types: the JIT stores and loads plain bytes.
 #pragma once
 
 #include <cstdint>

@@ -60,7 +60,7 @@ struct GraphBreak {
   std::string str() const; // "KB001 at model.cpp:12: reason (hint: ...)"
 };
 
-/// Counters of one compiled function (API.md, "Compiling").
+/// Counters of one compiled function (docs/user-guide.md, "Compiling").
 struct CompileStats {
   int64_t calls = 0;
   int64_t traces = 0;     // runs of the user's code under tracing

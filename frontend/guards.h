@@ -1,4 +1,4 @@
-// Guards: what must hold for a compiled entry to answer a call (API.md, "Compiling").
+// Guards: what must hold for a compiled entry to answer a call (docs/user-guide.md, "Compiling").
 #pragma once
 
 #include <memory>

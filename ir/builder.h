@@ -18,7 +18,6 @@ public:
 
   /// New nodes go before `n`; null (the default) appends at the end.
   void set_insertion_point(Node* before) { before_ = before; }
-  Node* insertion_point() const { return before_; }
   /// The source location given to the nodes created from now on.
   void set_location(std::string loc) { location_ = std::move(loc); }
 

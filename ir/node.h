@@ -35,7 +35,6 @@ public:
   std::vector<Value*> outputs() const;
 
   const Attrs& attrs() const { return attrs_; }
-  void set_attrs(Attrs a) { attrs_ = std::move(a); }
 
   /// The user's source location ("model.cpp:42"), or empty.
   const std::string& location() const { return location_; }

@@ -133,7 +133,6 @@ Index linearize(const ir::Type& t, const IndexVec& idx) {
   return r;
 }
 
-bool index_equal(const IndexVec& a, const IndexVec& b) { return a == b; }
 
 // ---- the group domain -------------------------------------------------------------------
 
@@ -406,7 +405,7 @@ FusionResult fuse(const ir::Graph& g, const FusionOptions& options) {
           // the reduced value at the kernel's own outer index.
           std::optional<IndexVec> at = d1.canonical(d2.shape);
           std::optional<IndexVec> want = d1.canonical(sizes_of(src));
-          bool ok = at && want && index_equal(broadcast_index(sizes_of(src), *at), *want);
+          bool ok = at && want && broadcast_index(sizes_of(src), *at) == *want;
           if (!ok) {
             log_refusal(p, c, "the consumer's shape is not the reduction's domain or result");
             continue;
@@ -819,7 +818,7 @@ private:
     auto it = in_reduce_loop_.find(k);
     const ir::Node* p = v->producer();
     if (it == in_reduce_loop_.end() || p == nullptr || !expensive(p->op()) || !storing_ ||
-        storing_->type().dtype() != v->type().dtype() || !index_equal(*storing_idx_, idx) ||
+        storing_->type().dtype() != v->type().dtype() || *storing_idx_ != idx ||
         stash_of_.count(storing_))
       return std::nullopt;
     const auto [loop, value] = it->second;
@@ -902,7 +901,7 @@ private:
 
   int reduction(const ir::Node& r, const IndexVec& idx) {
     std::optional<IndexVec> want = dom_.canonical(sizes_of(r.output()));
-    KILN_CHECK(want && index_equal(*want, idx), "fusion: reduction ", r.name(),
+    KILN_CHECK(want && *want == idx, "fusion: reduction ", r.name(),
                " read at another index than its kernel's outer index");
     if (auto it = reduced_.find(&r); it != reduced_.end()) return it->second;
     int loop = new_loop(Loop::Kind::reduce);

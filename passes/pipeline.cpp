@@ -4,7 +4,7 @@
 namespace kiln::passes {
 
 const std::vector<PassInfo>& registered_passes() {
-  // One entry per pass, kebab-case; `dce` and `cse` are the short names API.md uses
+  // One entry per pass, kebab-case; `dce` and `cse` are the short names the user guide uses
   // (`kiln opt --passes=cse,dce`): the same functions under a second name.
   static const std::vector<PassInfo> kPasses = {
       {"canonicalize", "algebraic simplifications that keep results bit-identical", canonicalize},

@@ -1,4 +1,4 @@
-// KILN_LOGS: which artifacts kiln prints to stderr as they happen (API.md, "Logging").
+// KILN_LOGS: which artifacts kiln prints to stderr as they happen (docs/user-guide.md, "Logs and dumps").
 #pragma once
 
 #include <string>

@@ -1,4 +1,4 @@
-// `kiln bench`: the workloads of PERFORMANCE.md, eager and compiled in each requested mode,
+// `kiln bench`: the workloads of docs/performance.md, eager and compiled in each requested mode,
 // timed interleaved in one run beside reference figures measured in the same run (a STREAM
 // triad for bandwidth; the GEMM-bound MLP's matmuls alone on oneDNN). Prints a table, writes
 // JSON (schema kiln.bench/1, read by bench/compare).

@@ -1,4 +1,4 @@
-// Kernel: the loop IR of one fused group (ARCHITECTURE.md, "Kernel IR and codegen").
+// Kernel: the loop IR of one fused group (docs/ir.md, "The loop IR").
 //
 // A kernel iterates an outer domain (the parallel one) and, for reductions, an inner domain.
 // Loop variables 0..outer-1 are the outer indices, outer..outer+inner-1 the inner ones. The

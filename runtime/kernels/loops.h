@@ -121,41 +121,4 @@ void map_unary(const Tensor& out, const Tensor& a, F f) {
   });
 }
 
-/// out[i] = f(a[i], b[i]) with a and b broadcast to out's shape.
-template <typename Out, typename A, typename B, typename F>
-void map_binary(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
-  auto plan = make_loop_plan<3>(out.sizes(), {&out, &a, &b});
-  run_loop(plan, [&](const std::array<char*, 3>& p, const std::array<int64_t, 3>& s, int64_t n) {
-    auto* o = reinterpret_cast<Out*>(p[0]);
-    auto* x = reinterpret_cast<const A*>(p[1]);
-    auto* y = reinterpret_cast<const B*>(p[2]);
-    if (s[0] == sizeof(Out) && s[1] == sizeof(A) && s[2] == sizeof(B)) {
-      for (int64_t i = 0; i < n; ++i)
-        o[i] = static_cast<Out>(f(x[i], y[i]));
-    } else if (s[0] == sizeof(Out) && s[1] == sizeof(A) && s[2] == 0) {
-      const B yv = *y;
-      for (int64_t i = 0; i < n; ++i)
-        o[i] = static_cast<Out>(f(x[i], yv));
-    } else {
-      for (int64_t i = 0; i < n; ++i)
-        *reinterpret_cast<Out*>(p[0] + i * s[0]) =
-            static_cast<Out>(f(*reinterpret_cast<const A*>(p[1] + i * s[1]),
-                               *reinterpret_cast<const B*>(p[2] + i * s[2])));
-    }
-  });
-}
-
-/// out[i] = f(a[i], b[i], c[i]) with all broadcast to out's shape.
-template <typename Out, typename A, typename B, typename C, typename F>
-void map_ternary(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& c, F f) {
-  auto plan = make_loop_plan<4>(out.sizes(), {&out, &a, &b, &c});
-  run_loop(plan, [&](const std::array<char*, 4>& p, const std::array<int64_t, 4>& s, int64_t n) {
-    for (int64_t i = 0; i < n; ++i)
-      *reinterpret_cast<Out*>(p[0] + i * s[0]) =
-          static_cast<Out>(f(*reinterpret_cast<const A*>(p[1] + i * s[1]),
-                             *reinterpret_cast<const B*>(p[2] + i * s[2]),
-                             *reinterpret_cast<const C*>(p[3] + i * s[3])));
-  });
-}
-
 } // namespace kiln::kernels

@@ -97,8 +97,6 @@ public:
   Module& eval() { return train(false); }
   /// Under kiln::compile, reading the mode is recorded: the compiled entry is guarded on it.
   bool is_training() const;
-  /// The mode flag itself, shared so that a guard can hold it past the module's lifetime.
-  std::shared_ptr<const bool> training_flag() const { return training_; }
 
   // ---- conversion ----
   /// Converts floating parameters and buffers to dtype (integer buffers such as

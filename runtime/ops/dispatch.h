@@ -1,5 +1,5 @@
 // The one dispatch point every primitive goes through: inference, output allocation,
-// in-place/out= handling, and (in later layers) the tracing and autograd hooks.
+// in-place/out= handling, and the tracing hook.
 #pragma once
 
 #include <span>

@@ -38,7 +38,8 @@ using ItemFn = std::function<Tensor(const Inputs&)>;
 
 // ---- comparison ----
 
-/// How a case's outputs are judged (TESTING.md, "The f64 reference rule"; runtime/accuracy.h).
+/// How a case's outputs are judged (docs/correctness.md, "The f64 reference rule";
+/// runtime/accuracy.h).
 struct CompareOptions {
   /// Why no f64 run is meaningful for this case, when none is (random ops draw other numbers
   /// when the dtype changes): then every output matches eager bit for bit. Empty: the f64

@@ -631,7 +631,8 @@ TEST_CASE("nn: a state dict round-trips through safetensors", "[nn][safetensors]
 
 namespace {
 
-// The Modules example of API.md, verbatim apart from the sizes.
+// The module example of the public API (an MLP saved and loaded as safetensors), as written
+// there apart from the sizes.
 struct ApiMLP : nn::Module {
   nn::Linear fc1{8, 6}, fc2{6, 3};
   ApiMLP() {
@@ -643,7 +644,7 @@ struct ApiMLP : nn::Module {
 
 } // namespace
 
-TEST_CASE("nn: the API.md module example works as written", "[nn]") {
+TEST_CASE("nn: the API's module example works as written", "[nn]") {
   namespace fs = std::filesystem;
   fs::path dir = fs::temp_directory_path() / ("kiln_api_" + std::to_string(::getpid()));
   fs::create_directories(dir);
