@@ -1,5 +1,6 @@
 // `kiln dump`: the IR of a model's forward (the graphs kiln::explain traces) or of a .kir
-// file, at one stage of compilation (traced, simplified), as .kir, Graphviz or MLIR.
+// file, at one stage of compilation (traced, simplified; fused, kernels and llvm after the
+// lowering), as .kir, Graphviz or MLIR.
 #include <fstream>
 #include <iostream>
 #include <iterator>

@@ -16,26 +16,16 @@
 #include <vector>
 
 #include "codegen/cache.h"
+#include "temp_dir.h"
 
 using kiln::codegen::DiskCache;
 namespace fs = std::filesystem;
 
 namespace {
 
-/// A fresh directory path under the system temp dir (not created), removed with everything
-/// in it at the end.
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    static int counter = 0;
-    dir = fs::temp_directory_path() /
-          ("kiln_cache_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(dir);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
+/// A fresh directory path for one test (not created: the cache creates it).
+struct TempDir : kiln::testing::TempDir {
+  TempDir() : kiln::testing::TempDir("kiln_cache", false) {}
 };
 
 /// Bytes that look like an object file: every byte value, in an order that depends on `seed`.

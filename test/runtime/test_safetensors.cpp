@@ -11,26 +11,16 @@
 #include <kiln/kiln.h>
 
 #include "runtime/ops/dispatch.h"
+#include "temp_dir.h"
 
 using namespace kiln;
 namespace fs = std::filesystem;
 
 namespace {
 
-/// A fresh directory under the system temp dir, removed with everything in it.
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    static int counter = 0;
-    dir = fs::temp_directory_path() /
-          ("kiln_safetensors_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(dir);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string file(const std::string& name) const { return (dir / name).string(); }
+/// A fresh directory for one test's files.
+struct TempDir : kiln::testing::TempDir {
+  TempDir() : kiln::testing::TempDir("kiln_safetensors") {}
 };
 
 /// The tensor's elements as raw bytes in row-major order.
