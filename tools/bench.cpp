@@ -31,6 +31,7 @@
 #include "runtime/nn/linear.h"
 #include "runtime/ops.h"
 #include "runtime/parallel.h"
+#include "runtime/serialize/json.h"
 #include "tools/commands.h"
 #include "tools/model_args.h"
 
@@ -256,15 +257,6 @@ std::string cpu_model() {
       if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
     }
   return "unknown";
-}
-
-std::string json_str(std::string_view s) {
-  std::string o = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') o += '\\';
-    o += ch;
-  }
-  return o + "\"";
 }
 
 std::string num(double v) {
@@ -630,7 +622,7 @@ int bench_main(std::span<const std::string_view> args) {
     std::ostringstream js;
     MemoryStats mem = cpu_memory_stats();
     js << "{\n  \"schema\": \"kiln.bench/1\",\n  \"runner\": \"kiln\",\n  \"version\": "
-       << json_str(version()) << ",\n  \"machine\": {\"cpu\": " << json_str(cpu_model())
+       << json::quote(version()) << ",\n  \"machine\": {\"cpu\": " << json::quote(cpu_model())
        << ", \"threads\": " << threads << "},\n  \"reference\": {\"stream_triad_gbs\": "
        << (stream > 0 ? num(stream) : std::string("null"))
        << "},\n  \"peak_cpu_bytes\": " << mem.peak_allocated << ",\n  \"results\": [";
@@ -638,8 +630,8 @@ int bench_main(std::span<const std::string_view> args) {
       const Row& r = rows[k];
       auto w = std::find_if(chosen.begin(), chosen.end(),
                             [&](const Workload& x) { return x.id == r.workload; });
-      js << (k ? "," : "") << "\n    {\"workload\": " << json_str(r.workload)
-         << ", \"mode\": " << json_str(r.mode) << ", \"bound\": " << json_str(bound_name(w->bound))
+      js << (k ? "," : "") << "\n    {\"workload\": " << json::quote(r.workload)
+         << ", \"mode\": " << json::quote(r.mode) << ", \"bound\": " << json::quote(bound_name(w->bound))
          << ", \"median_ms\": " << num(r.t.median) << ", \"min_ms\": " << num(r.t.min)
          << ", \"max_ms\": " << num(r.t.max) << ", \"reps\": " << r.t.count
          << ", \"first_call_ms\": " << num(r.first_call_ms) << ", \"bytes\": " << num(r.bytes)
