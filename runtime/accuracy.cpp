@@ -228,25 +228,26 @@ std::optional<std::string> check_accuracy(const Tensor& got, const Tensor& eager
   return f.message(eager);
 }
 
-std::vector<Tensor> to_f64(std::span<const Tensor> inputs) {
+namespace {
+/// Copies of `inputs`, floating ones in f64 (|x| with `abs`): the reference run may write
+/// its inputs, so even tensors whose dtype is already right are copied.
+std::vector<Tensor> f64_copies(std::span<const Tensor> inputs, bool abs) {
   std::vector<Tensor> out;
   out.reserve(inputs.size());
-  // Copies even where the dtype is already right: the reference run may write its inputs.
-  for (const Tensor& t : inputs)
-    out.push_back(!t.defined()               ? t
-                  : is_floating(t.dtype()) ? t.to(DType::f64).clone()
-                                           : t.clone());
+  for (const Tensor& t : inputs) {
+    if (!t.defined() || !is_floating(t.dtype()))
+      out.push_back(t.defined() ? t.clone() : t);
+    else
+      out.push_back(abs ? t.to(DType::f64).abs() : t.to(DType::f64).clone());
+  }
   return out;
 }
+} // namespace
+
+std::vector<Tensor> to_f64(std::span<const Tensor> inputs) { return f64_copies(inputs, false); }
 
 std::vector<Tensor> to_f64_abs(std::span<const Tensor> inputs) {
-  std::vector<Tensor> out;
-  out.reserve(inputs.size());
-  for (const Tensor& t : inputs)
-    out.push_back(!t.defined()               ? t
-                  : is_floating(t.dtype()) ? t.to(DType::f64).abs()
-                                           : t.clone());
-  return out;
+  return f64_copies(inputs, true);
 }
 
 } // namespace kiln
