@@ -3,6 +3,7 @@
 #include "runtime/accuracy.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -84,13 +85,16 @@ std::string index_str(int64_t flat, IntList shape) {
   return s + "]";
 }
 
-std::string num_str(double v) {
+/// A value of dtype `t` in the fewest digits that read back as the same value (f64 values
+/// as doubles, the narrower floats as floats, which hold them exactly).
+std::string num_str(double v, DType t = DType::f32) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   if (v == 0) return std::signbit(v) ? "-0" : "0";
   char buf[40];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
+  auto [end, ec] = t == DType::f64 ? std::to_chars(buf, buf + sizeof buf, v)
+                                   : std::to_chars(buf, buf + sizeof buf, static_cast<float>(v));
+  return ec == std::errc() ? std::string(buf, end) : std::to_string(v);
 }
 
 /// Dtype and shape first: a mismatch there makes every element comparison meaningless.
@@ -153,7 +157,9 @@ std::optional<std::string> check_bitwise(const Tensor& got, const Tensor& want) 
   Failures f;
   for (int64_t i = 0; i < want.numel(); ++i) {
     if (g.bits(i) == w.bits(i)) continue;
-    f.add(i, floating ? "got " + num_str(g.as_double(i)) + ", expected " + num_str(w.as_double(i)) +
+    const DType t = want.dtype();
+    f.add(i, floating ? "got " + num_str(g.as_double(i), t) + ", expected " +
+                            num_str(w.as_double(i), t) +
                             " (bit for bit)"
                       : "got " + std::to_string(g.as_int(i)) + ", expected " +
                             std::to_string(w.as_int(i)));
@@ -200,11 +206,12 @@ std::optional<std::string> check_accuracy(const Tensor& got, const Tensor& eager
     // NaN and ±Inf positions are eager's, exactly.
     if (std::isnan(x) || std::isnan(y) || std::isinf(x) || std::isinf(y)) {
       if (!(std::isnan(x) && std::isnan(y)) && x != y)
-        f.add(i, "got " + num_str(x) + ", eager " + num_str(y) + " (NaN and Inf positions match)");
+        f.add(i, "got " + num_str(x, t) + ", eager " + num_str(y, t) +
+                     " (NaN and Inf positions match)");
       continue;
     }
     if (options.zero_sign && x == 0 && y == 0 && std::signbit(x) != std::signbit(y)) {
-      f.add(i, "got " + num_str(x) + ", eager " + num_str(y) + " (the sign of zero)");
+      f.add(i, "got " + num_str(x, t) + ", eager " + num_str(y, t) + " (the sign of zero)");
       continue;
     }
     // Where f64 itself overflowed or met a NaN that eager's dtype did not, eager is the
@@ -220,7 +227,8 @@ std::optional<std::string> check_accuracy(const Tensor& got, const Tensor& eager
     const double bound = factor * eager_err + floor;
     if (err <= bound) continue;
     std::ostringstream os;
-    os << "got " << num_str(x) << ", eager " << num_str(y) << ", f64 reference " << num_str(ref)
+    os << "got " << num_str(x, t) << ", eager " << num_str(y, t) << ", f64 reference "
+       << num_str(ref, DType::f64)
        << "; error " << num_str(err) << " > bound " << num_str(bound) << " (" << factor
        << " x eager's error " << num_str(eager_err) << " + floor " << num_str(floor) << ")";
     f.add(i, os.str());
