@@ -74,7 +74,7 @@ public:
       return std::move(r_);
     }
     ref_in_ = to_f64(make_());
-    reference_ = try_run(fn_, ref_in_);
+    reference_ = try_run(o_.reference_fn ? o_.reference_fn : fn_, ref_in_);
     if (o_.magnitude)
       magnitude_ = try_run(o_.magnitude_fn ? o_.magnitude_fn : fn_, to_f64_abs(make_()));
     if (!compile_and_compare()) return std::move(r_);

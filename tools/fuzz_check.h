@@ -30,8 +30,11 @@ struct CheckOptions {
   /// n terms added in sequence (one vector lane's share, one thread's chunk) grows like
   /// sqrt(n) eps Σ|terms| typically (a random walk), n eps Σ|terms| at worst (TESTING.md).
   double magnitude_scale = 1;
+  /// The function to run on f64 inputs for the reference (fn when empty): fn computing in f64
+  /// throughout (run_program's and run_graph's reference mode).
+  TestFunction reference_fn;
   /// The function to run on |inputs| for the magnitude (fn when empty): fn with its sums over
-  /// |terms| (run_program's and run_graph's magnitude mode).
+  /// |terms| (their magnitude mode).
   TestFunction magnitude_fn;
   /// Call the compiled function a second time and require the same bits.
   bool replay = true;

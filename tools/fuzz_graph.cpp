@@ -24,7 +24,7 @@ Tensor constant_tensor(const ir::Value& v) {
 
 } // namespace
 
-std::vector<Tensor> run_graph(const ir::Graph& g, std::span<const Tensor> args, bool magnitude) {
+std::vector<Tensor> run_graph(const ir::Graph& g, std::span<const Tensor> args, RunMode mode) {
   std::unordered_map<const ir::Value*, Tensor> env;
   size_t next = 0;
   for (const ir::Value* in : g.inputs()) {
@@ -40,10 +40,8 @@ std::vector<Tensor> run_graph(const ir::Graph& g, std::span<const Tensor> args, 
     std::vector<Tensor> x;
     const OpKind kind = n->schema().kind;
     const bool sums = kind == OpKind::reduction || kind == OpKind::contraction;
-    for (const ir::Value* v : n->inputs()) {
-      const Tensor& t = env.at(v);
-      x.push_back(magnitude && sums && is_floating(t.dtype()) ? abs(t) : t);
-    }
+    for (const ir::Value* v : n->inputs())
+      x.push_back(run_operand(env.at(v), mode, sums));
     std::vector<Tensor> outs = dispatch(n->op(), x, n->attrs());
     for (size_t k = 0; k < outs.size(); ++k)
       env[n->output(k)] = outs[k];

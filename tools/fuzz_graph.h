@@ -9,15 +9,16 @@
 
 #include "ir/graph.h"
 #include "runtime/tensor.h"
+#include "tools/fuzz_program.h"
 
 namespace kiln::tools {
 
 /// Runs g on `args` (one tensor per input that is not a constant, in order): each node through
 /// kiln::dispatch with its op and attributes, then the graph's writes into the arguments.
-/// Returns the outputs. A kiln::Error from an op propagates. With `magnitude`, reductions and
-/// contractions read |operands| (as run_program's magnitude run).
+/// Returns the outputs. A kiln::Error from an op propagates. `mode` as for run_program
+/// (reductions and contractions are the steps that sum).
 std::vector<Tensor> run_graph(const ir::Graph& g, std::span<const Tensor> args,
-                              bool magnitude = false);
+                              RunMode mode = RunMode::as_written);
 
 /// The arguments of g drawn from `seed` (make_input of each non-constant input's type, by its
 /// position among them), with NaN, ±Inf and ±0.0 among floating values when `specials`.

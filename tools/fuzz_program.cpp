@@ -201,7 +201,13 @@ std::vector<Tensor> make_inputs(const Program& p) {
   return out;
 }
 
-std::vector<Tensor> run_program(const Program& p, std::span<const Tensor> inputs, bool magnitude) {
+Tensor run_operand(const Tensor& t, RunMode mode, bool sums) {
+  if (mode == RunMode::as_written || !is_floating(t.dtype())) return t;
+  Tensor wide = t.dtype() == DType::f64 ? t : t.to(DType::f64);
+  return mode == RunMode::magnitude && sums ? abs(wide) : wide;
+}
+
+std::vector<Tensor> run_program(const Program& p, std::span<const Tensor> inputs, RunMode mode) {
   KILN_CHECK(inputs.size() == p.inputs.size(), "fuzz program: expected ", p.inputs.size(),
              " inputs, got ", inputs.size());
   std::vector<Tensor> steps;
@@ -215,10 +221,11 @@ std::vector<Tensor> run_program(const Program& p, std::span<const Tensor> inputs
     const Rule* rule = find_rule(s.rule);
     KILN_CHECK(rule != nullptr, "fuzz program: unknown rule '", s.rule, "'");
     std::vector<Tensor> x;
-    for (ValueRef r : s.operands) {
-      const Tensor& t = value(r);
-      x.push_back(magnitude && rule->traits.sums && is_floating(t.dtype()) ? abs(t) : t);
-    }
+    // An in-place step's target is written as it is: widening it would write a copy.
+    for (ValueRef r : s.operands)
+      x.push_back(rule->traits.in_place && x.empty()
+                      ? value(r)
+                      : run_operand(value(r), mode, rule->traits.sums));
     steps.push_back(rule->apply(x, s));
   }
   std::vector<Tensor> out;

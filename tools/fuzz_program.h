@@ -74,13 +74,19 @@ Tensor make_input(IntList sizes, IntList strides, DType dtype, uint64_t seed, si
 /// The program's inputs.
 std::vector<Tensor> make_inputs(const Program& p);
 
-/// Runs the program on `inputs` (eagerly, or traced when called by kiln::compile) and returns
-/// its outputs. Steps that write in place write into the tensors they are given. A kiln::Error
-/// from an op propagates. With `magnitude`, steps that sum (reductions, matmul, convolution,
-/// normalisations) read |operands|: run on |inputs| in f64, each output is then the sum of
-/// the magnitudes of the terms it was computed from, what a reordering error scales with.
+/// How run_program and run_graph run: as written (eagerly, or traced by kiln::compile); as
+/// the f64 reference (every floating operand widened to f64, so that a value computed from
+/// integers meets the widened inputs in f64 too); or as the magnitude run (the reference, with
+/// the steps that sum reading |operands|: on |inputs|, each output is then the sum of the
+/// magnitudes of the terms it was computed from, what a reordering error scales with).
+enum class RunMode : uint8_t { as_written, reference, magnitude };
+
+/// Runs the program on `inputs` and returns its outputs. Steps that write in place write into
+/// the tensors they are given. A kiln::Error from an op propagates.
 std::vector<Tensor> run_program(const Program& p, std::span<const Tensor> inputs,
-                                bool magnitude = false);
+                                RunMode mode = RunMode::as_written);
+/// An operand as `mode` reads it for a step (`sums`: the step reorders a sum).
+Tensor run_operand(const Tensor& t, RunMode mode, bool sums);
 
 /// Whether the program has a step whose rounding depends on summation order (reductions,
 /// matmul, convolution, normalisations): then a magnitude run bounds the honest error.

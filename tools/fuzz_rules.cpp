@@ -376,6 +376,7 @@ constexpr RuleTraits kStep{.needs_exact = true}; // or correctly rounded, ill-co
 constexpr RuleTraits kSums{.exact = false, .sums = true};
 constexpr RuleTraits kSumsOfExact{.exact = false, .needs_exact = true, .sums = true};
 constexpr RuleTraits kWrite{.in_place = true};
+constexpr RuleTraits kWriteOfExact{.needs_exact = true, .in_place = true};
 constexpr RuleTraits kWriteExp{.exact = false, .needs_exact = true, .in_place = true};
 
 const Rule kRules[] = {
@@ -389,7 +390,7 @@ const Rule kRules[] = {
     {"add", "pointwise", kExact, make_binary, [](X x, const Step&) { return add(x[0], x[1]); }},
     {"sub", "pointwise", kExact, make_binary, [](X x, const Step&) { return sub(x[0], x[1]); }},
     {"mul", "pointwise", kExact, make_binary, [](X x, const Step&) { return mul(x[0], x[1]); }},
-    {"div", "pointwise", kExact, make_binary, [](X x, const Step&) { return div(x[0], x[1]); }},
+    {"div", "pointwise", kStep, make_binary, [](X x, const Step&) { return div(x[0], x[1]); }},
     {"maximum", "pointwise", kExact, make_binary,
      [](X x, const Step&) { return maximum(x[0], x[1]); }},
     {"minimum", "pointwise", kExact, make_binary,
@@ -483,7 +484,7 @@ const Rule kRules[] = {
      [](X x, const Step&) { return in_place(x[0], [&](Tensor& t) { t.sub_(x[1]); }); }},
     {"mul_", "inplace", kWrite, make_in_place_binary,
      [](X x, const Step&) { return in_place(x[0], [&](Tensor& t) { t.mul_(x[1]); }); }},
-    {"div_", "inplace", kWrite, make_in_place_binary,
+    {"div_", "inplace", kWriteOfExact, make_in_place_binary,
      [](X x, const Step&) { return in_place(x[0], [&](Tensor& t) { t.div_(x[1]); }); }},
     {"copy_", "inplace", kWrite, make_in_place_binary,
      [](X x, const Step&) { return in_place(x[0], [&](Tensor& t) { t.copy_(x[1]); }); }},

@@ -82,7 +82,12 @@ Finding check_program(const Program& p, std::span<const Mode> modes) {
     o.mode = m;
     o.magnitude = has_reordered_sums(p);
     o.magnitude_scale = magnitude_scale_for(longest_sum(p));
-    o.magnitude_fn = [&p](std::span<const Tensor> x) { return run_program(p, x, true); };
+    o.reference_fn = [&p](std::span<const Tensor> x) {
+      return run_program(p, x, RunMode::reference);
+    };
+    o.magnitude_fn = [&p](std::span<const Tensor> x) {
+      return run_program(p, x, RunMode::magnitude);
+    };
     CheckReport r = check_compiled(fn, make, o);
     std::string mode(mode_name(m));
     if (r.invalid) return {FindingKind::invalid, mode, one_line(*r.invalid)};

@@ -259,7 +259,8 @@ int run_kir_command(const RunOptions& o, const std::string& path, uint64_t seed)
   co.mode = parse_mode(o.mode);
   co.magnitude = graph_has_reordered_sums(g);
   co.magnitude_scale = magnitude_scale_for(graph_longest_sum(g));
-  co.magnitude_fn = [&g](std::span<const Tensor> x) { return run_graph(g, x, true); };
+  co.reference_fn = [&g](std::span<const Tensor> x) { return run_graph(g, x, RunMode::reference); };
+  co.magnitude_fn = [&g](std::span<const Tensor> x) { return run_graph(g, x, RunMode::magnitude); };
   CheckReport r = check_compiled(fn, make, co);
   if (r.invalid) return report("run", runtime_error("the graph fails eagerly: " + *r.invalid));
   if (r.compiled_error) {
