@@ -231,6 +231,13 @@ TEST_CASE("targeted damage to a generated object is a clear error", "[object_che
        }},
       {"relocation entry size wrong", "bad entry size",
        shdr_field(rela, offsetof(Elf64_Shdr, sh_entsize), 16)},
+      // Found by cache_fuzzer: a null section named .eh_frame, its offset never range-checked,
+      // was walked as unwind records (test/fuzz/corpus-cache/crash-null-eh-frame.kobj).
+      {"a null section with its bytes past the end", "a null section past section 0",
+       [&](std::string& o) {
+         put<uint32_t>(o, shdr_at(o, rela) + offsetof(Elf64_Shdr, sh_type), SHT_NULL);
+         put<uint64_t>(o, shdr_at(o, rela) + offsetof(Elf64_Shdr, sh_offset), uint64_t{1} << 40);
+       }},
   };
   for (const Damage& d : damages) {
     INFO(d.what);

@@ -3,12 +3,15 @@
 # bounded time.
 # usage: run_fuzzer.sh SOURCE_DIR WORK_DIR RUNTIME_LIBRARY [CXX]
 # KILN_FUZZ_TARGET picks the target: parser_fuzzer (default), safetensors_fuzzer, cache_fuzzer.
-# KILN_FUZZ_SECONDS (default 30) bounds the run. Exits 77 (CTest's SKIP_RETURN_CODE) when no
+# KILN_FUZZ_SECONDS (default 30) bounds the run; KILN_FUZZ_SEED (default 1) fixes libFuzzer's
+# seed, so that a run explores the same inputs in the same order on every machine (a faster
+# one goes further). Exits 77 (CTest's SKIP_RETURN_CODE) when no
 # clang with libFuzzer is available, or when the main build is itself sanitized (its GCC ASan
 # runtime and clang's cannot share a process).
 set -euo pipefail
 src=$1 work=$2 runtime=$3 cxx=${4:-clang++-14}
 seconds=${KILN_FUZZ_SECONDS:-30}
+seed=${KILN_FUZZ_SEED:-1}
 target=${KILN_FUZZ_TARGET:-parser_fuzzer}
 
 case "$target" in
@@ -57,6 +60,6 @@ cmake --build "$work/build" --target "$target"
 
 mkdir -p "$work/corpus" "$work/artifacts"
 # New corpus entries go to $work/corpus; the seeds in the source tree are only read.
-"$work/build/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+"$work/build/$target" -seed="$seed" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
   "${options[@]}" -artifact_prefix="$work/artifacts/" -print_final_stats=1 \
   "$work/corpus" "$seeds"
