@@ -255,7 +255,18 @@ std::vector<Tensor> TraceSession::record(Op op, std::span<const Tensor> inputs, 
     Steps steps;
     std::shared_ptr<Base> base = origin(inputs[0], &steps);
     if (r->type() != in0->type()) steps.emplace_back(op, attrs); // identity views add no step
-    return {make_traced(r, std::move(base), std::move(steps))};
+    Tensor t = make_traced(r, std::move(base), std::move(steps));
+    // The view's strides as eager code has them, from the input tensor's own: a tensor
+    // written in place keeps its layout, while the value that stands for it now (the op's
+    // result) is contiguous. Code that asks is_contiguous() or reshapes the view must
+    // decide as it does eagerly (copy or alias), or a later write could reach the input.
+    std::vector<TensorMeta> metas;
+    metas.reserve(inputs.size());
+    for (const Tensor& in : inputs)
+      metas.push_back(TensorMeta::of(in));
+    const TensorMeta eager = s.infer(metas, attrs).at(0);
+    t.impl().strides = eager.strides.empty() ? contiguous_strides(eager.sizes) : eager.strides;
+    return {t};
   }
   return {make_traced(r, std::make_shared<Base>(Base{r, 0, nullptr, 0, Tensor()}), {})};
 }

@@ -124,6 +124,43 @@ TEST_CASE("compile: a function returning its written argument returns the argume
   }
 }
 
+TEST_CASE("compile: views of an argument written in place keep its layout") {
+  // Found by kiln fuzz: after a whole-tensor write, a view of a strided argument was traced
+  // with the written value's contiguous strides. Its reshape then aliased the argument where
+  // eager code copies (the compiled call failed), and a contiguous() that copies eagerly was
+  // a no-op, so a write to the copy reached the argument (test/fuzz/regressions/*.prog).
+  auto reshape_after_write = [](const Tensor& x, const Tensor& y) {
+    Tensor a = x;
+    a.sub_(y);
+    return a.reshape({-1}); // eagerly a copy: a is stored transposed
+  };
+  auto write_to_a_copy = [](const Tensor& x) {
+    Tensor a = x;
+    a.mul_(x);
+    Tensor v = a.reshape({4, 1, 5});
+    CHECK(!v.is_contiguous()); // as eagerly: a view of the transposed argument
+    Tensor c = v.contiguous(); // so a copy
+    c.fill_(7);
+    return a + 1;
+  };
+  manual_seed(4);
+  Tensor base = randn({5, 4}), y = randn({4, 5});
+  auto f = compile(reshape_after_write);
+  auto g = compile(write_to_a_copy);
+  for (int call = 0; call < 2; ++call) { // traced, then replayed
+    // [4, 5] arguments stored transposed, in fresh storage for each side.
+    Tensor xe = base.clone().t(), xc = base.clone().t();
+    REQUIRE(!xc.is_contiguous());
+    KILN_REQUIRE_BITWISE(f(xc, y), reshape_after_write(xe, y));
+    KILN_REQUIRE_BITWISE(xc, xe);
+    Tensor we = base.clone().t(), wc = base.clone().t();
+    KILN_REQUIRE_BITWISE(g(wc), write_to_a_copy(we));
+    KILN_REQUIRE_BITWISE(wc, we); // the fill reached neither
+  }
+  CHECK(f.stats().replays == 1);
+  CHECK(g.stats().replays == 1);
+}
+
 TEST_CASE("compile: writes into an argument that aliases another one are refused") {
   auto f = compile([](const Tensor& a, const Tensor& b) {
     Tensor t = a;
