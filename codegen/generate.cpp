@@ -108,8 +108,9 @@ GeneratedCode generate(const passes::FusionResult& fusion, bool use_cache,
   // Code for the CPUs KILN_CHECK_CPUS names is generated, verified and emitted as well, and
   // dropped: widths and instruction sets this host cannot run are still compiled.
   for (const std::string& cpu : check_cpus())
-    KILN_CHECK(!cpu::compile_kernels(kernels, schedules, "kiln_check", cpu::cpu_target(cpu)).empty(),
-               "LLVM emitted an empty object for ", cpu);
+    KILN_CHECK(
+        !cpu::compile_kernels(kernels, schedules, "kiln_check", cpu::cpu_target(cpu)).empty(),
+        "LLVM emitted an empty object for ", cpu);
   const DiskCache& cache = DiskCache::global();
   std::optional<std::string> object;
   if (use_cache) object = cache.load(key);

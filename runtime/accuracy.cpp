@@ -128,8 +128,7 @@ struct Failures {
     std::ostringstream os;
     os << "at index " << index_str(first, want.sizes()) << " (element " << first << " of "
        << want.numel() << "): " << detail << "; dtype " << dtype_name(want.dtype()) << ", shape "
-       << shape_str(want.sizes()) << "; " << count << " of " << want.numel()
-       << " elements differ";
+       << shape_str(want.sizes()) << "; " << count << " of " << want.numel() << " elements differ";
     return os.str();
   }
 };
@@ -158,8 +157,7 @@ std::optional<std::string> check_bitwise(const Tensor& got, const Tensor& want) 
     if (g.bits(i) == w.bits(i)) continue;
     const DType t = want.dtype();
     f.add(i, floating ? "got " + num_str(g.as_double(i), t) + ", expected " +
-                            num_str(w.as_double(i), t) +
-                            " (bit for bit)"
+                            num_str(w.as_double(i), t) + " (bit for bit)"
                       : "got " + std::to_string(g.as_int(i)) + ", expected " +
                             std::to_string(w.as_int(i)));
   }
@@ -167,8 +165,7 @@ std::optional<std::string> check_bitwise(const Tensor& got, const Tensor& want) 
 }
 
 std::optional<std::string> check_accuracy(const Tensor& got, const Tensor& eager,
-                                          const Tensor& reference,
-                                          const AccuracyOptions& options) {
+                                          const Tensor& reference, const AccuracyOptions& options) {
   if (auto m = check_meta(got, eager)) return m;
   if (!eager.defined()) return std::nullopt;
   const DType t = eager.dtype();
@@ -227,9 +224,9 @@ std::optional<std::string> check_accuracy(const Tensor& got, const Tensor& eager
     if (err <= bound) continue;
     std::ostringstream os;
     os << "got " << num_str(x, t) << ", eager " << num_str(y, t) << ", f64 reference "
-       << num_str(ref, DType::f64)
-       << "; error " << num_str(err) << " > bound " << num_str(bound) << " (" << factor
-       << " x eager's error " << num_str(eager_err) << " + floor " << num_str(floor) << ")";
+       << num_str(ref, DType::f64) << "; error " << num_str(err) << " > bound " << num_str(bound)
+       << " (" << factor << " x eager's error " << num_str(eager_err) << " + floor "
+       << num_str(floor) << ")";
     f.add(i, os.str());
   }
   return f.message(eager);
@@ -253,8 +250,6 @@ std::vector<Tensor> f64_copies(std::span<const Tensor> inputs, bool abs) {
 
 std::vector<Tensor> to_f64(std::span<const Tensor> inputs) { return f64_copies(inputs, false); }
 
-std::vector<Tensor> to_f64_abs(std::span<const Tensor> inputs) {
-  return f64_copies(inputs, true);
-}
+std::vector<Tensor> to_f64_abs(std::span<const Tensor> inputs) { return f64_copies(inputs, true); }
 
 } // namespace kiln

@@ -35,8 +35,8 @@ double dtype_eps(DType t);
 /// Floating outputs pass where, element by element,
 ///   |got - ref| <= factor(dtype) * |eager - ref| + 8 * eps(dtype) * scale,
 /// scale = max(max |ref| over the output where eager is finite, magnitude at the element);
-/// NaN and ±Inf positions match eager's exactly. Integers and bools match eager exactly. Dtype and shape
-/// always match eager's.
+/// NaN and ±Inf positions match eager's exactly. Integers and bools match eager exactly. Dtype and
+/// shape always match eager's.
 std::optional<std::string> check_accuracy(const Tensor& got, const Tensor& eager,
                                           const Tensor& reference,
                                           const AccuracyOptions& options = {});

@@ -631,7 +631,8 @@ int bench_main(std::span<const std::string_view> args) {
       auto w = std::find_if(chosen.begin(), chosen.end(),
                             [&](const Workload& x) { return x.id == r.workload; });
       js << (k ? "," : "") << "\n    {\"workload\": " << json::quote(r.workload)
-         << ", \"mode\": " << json::quote(r.mode) << ", \"bound\": " << json::quote(bound_name(w->bound))
+         << ", \"mode\": " << json::quote(r.mode)
+         << ", \"bound\": " << json::quote(bound_name(w->bound))
          << ", \"median_ms\": " << num(r.t.median) << ", \"min_ms\": " << num(r.t.min)
          << ", \"max_ms\": " << num(r.t.max) << ", \"reps\": " << r.t.count
          << ", \"first_call_ms\": " << num(r.first_call_ms) << ", \"bytes\": " << num(r.bytes)

@@ -661,7 +661,6 @@ private:
   std::unordered_map<int, llvm::Value*> vals_;
 };
 
-
 std::unique_ptr<llvm::Module> build(llvm::LLVMContext& ctx, std::span<const Kernel> kernels,
                                     std::span<const Schedule> schedules, std::string_view name,
                                     const HostTarget& target) {

@@ -2,16 +2,15 @@
 // schedule give the same bits call after call, compile after compile and process after
 // process; across vector widths and thread counts only the order of floating additions may
 // change, never integers, NaN positions or argmax.
-#include <catch2/catch.hpp>
-
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -145,14 +144,14 @@ TEST_CASE("determinism child: fingerprint of KILN_DETERMINISM_SCHEDULE", "[.dete
 
 TEST_CASE("determinism: another process computes the same bits", "[determinism]") {
   const std::filesystem::path dir = std::filesystem::temp_directory_path();
-  for (const std::string& cfg : {std::string("lanes=8,threads=1"), std::string("threads=2,grain=1")}) {
+  for (const std::string& cfg :
+       {std::string("lanes=8,threads=1"), std::string("threads=2,grain=1")}) {
     INFO("schedule '" << cfg << "'");
     const std::filesystem::path out =
         dir / ("kiln-determinism-" + std::to_string(::getpid()) + ".txt");
-    const std::string cmd = "KILN_DETERMINISM_OUT='" + out.string() +
-                            "' KILN_DETERMINISM_SCHEDULE='" + cfg +
-                            "' /proc/" + std::to_string(::getpid()) +
-                            "/exe '[.determinism_child]' >/dev/null 2>&1";
+    const std::string cmd =
+        "KILN_DETERMINISM_OUT='" + out.string() + "' KILN_DETERMINISM_SCHEDULE='" + cfg +
+        "' /proc/" + std::to_string(::getpid()) + "/exe '[.determinism_child]' >/dev/null 2>&1";
     REQUIRE(std::system(cmd.c_str()) == 0);
     uint64_t theirs = 0;
     std::ifstream(out) >> theirs;

@@ -1,7 +1,6 @@
 // Fusion through the kiln backend: how many kernels a pattern becomes, and that the fused
 // result equals eager code.
 #include <catch2/catch.hpp>
-
 #include <set>
 
 #include <kiln/kiln.h>
@@ -248,7 +247,8 @@ TEST_CASE("a long row sum keeps several vector accumulators folded in a fixed or
   std::vector<float> xs = x.to_vector<float>();
   std::set<std::vector<float>> results;
   for (int f32_lanes : {0, 4, 8, 16}) {
-    INFO("lanes " << (f32_lanes == 0 ? std::string("without override") : std::to_string(f32_lanes)));
+    INFO(
+        "lanes " << (f32_lanes == 0 ? std::string("without override") : std::to_string(f32_lanes)));
     CompileOptions o;
     if (f32_lanes > 0) o.schedule = "lanes=" + std::to_string(f32_lanes);
     auto f = compile([](const Tensor& a) { return a.sum({1}); }, o);

@@ -77,8 +77,9 @@ TEST_CASE("kernels compile for CPUs the host is not, at every width", "[jit]") {
       INFO(cpu);
       std::string object = compile_kernels(l.kernels, l.schedules, "foreign", cpu_target(cpu));
       REQUIRE(object.size() > 64);
-      CHECK(object.compare(0, 4, "\x7f"
-                                 "ELF") == 0);
+      CHECK(object.compare(0, 4,
+                           "\x7f"
+                           "ELF") == 0);
       objects.push_back(object);
     }
     CHECK(objects[0] != objects[2]); // AVX-512 code is not the baseline's

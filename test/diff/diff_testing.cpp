@@ -2,8 +2,6 @@
 // the deterministic input builders.
 #include "diff/diff_testing.h"
 
-#include "runtime/accuracy.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +13,8 @@
 #include <sstream>
 #include <stdexcept>
 #include <utility>
+
+#include "runtime/accuracy.h"
 
 namespace kiln::diff {
 
@@ -118,13 +118,12 @@ std::optional<std::vector<Tensor>> reference_run(const Case& c, Inputs in, bool 
     return std::nullopt;
   }
   std::vector<Tensor> v = judged(out, in, in_place);
-  KILN_ASSERT(v.size() == count, "the f64 run of ", c.name(), " gave ", v.size(),
-              " values, eager ", count);
+  KILN_ASSERT(v.size() == count, "the f64 run of ", c.name(), " gave ", v.size(), " values, eager ",
+              count);
   return v;
 }
 
-std::optional<std::string> judge(const Case& c, const Tensor& got, const Judged& want,
-                                 size_t k) {
+std::optional<std::string> judge(const Case& c, const Tensor& got, const Judged& want, size_t k) {
   if (!c.compare.exact_because.empty()) return check_bitwise(got, want.eager[k]);
   AccuracyOptions options;
   options.zero_sign = c.compare.zero_sign;
@@ -170,7 +169,8 @@ Result run_plain(const Case& c) {
     auto ref = reference_run(c, to_f64(originals), in_place, want.eager.size(), error);
     if (!ref)
       return fail(c, "the f64 reference run threw (make the case take its tensors as inputs, "
-                     "or give it no_f64_because): " + error);
+                     "or give it no_f64_because): " +
+                         error);
     want.reference = std::move(*ref);
     if (c.compare.magnitude_of_abs_inputs) {
       auto mag = reference_run(c, to_f64_abs(originals), in_place, want.eager.size(), error);

@@ -3,10 +3,10 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <string>
-#include <cstring>
 #include <vector>
 
 #include <kiln/kiln.h>

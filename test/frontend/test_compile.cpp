@@ -30,8 +30,10 @@ TEST_CASE("compile: results of every supported kind") {
   Tensor a = randn({3, 4});
   auto pair = compile([](const Tensor& x) { return std::pair<Tensor, Tensor>{x.exp(), x.sum()}; });
   auto [e, s] = pair(a);
-  KILN_REQUIRE_CLOSE(e, [](const Tensor& x) { return x.exp(); }, a);
-  KILN_REQUIRE_CLOSE(s, [](const Tensor& x) { return x.sum(); }, a);
+  auto exp_of = [](const Tensor& x) { return x.exp(); };
+  auto sum_of = [](const Tensor& x) { return x.sum(); };
+  KILN_REQUIRE_CLOSE(e, exp_of, a);
+  KILN_REQUIRE_CLOSE(s, sum_of, a);
   auto tup = compile([](const Tensor& x) {
     return std::tuple<Tensor, Tensor, Tensor>{x, -x, x.t()};
   });

@@ -1,5 +1,5 @@
-// Every zoo model: compiled (each backend) equals eager by the f64 reference rule; gpt and moe capture in
-// one graph; breaky breaks where its source says.
+// Every zoo model: compiled (each backend) equals eager by the f64 reference rule; gpt and moe
+// capture in one graph; breaky breaks where its source says.
 #include <fstream>
 
 #include "frontend_testing.h"
@@ -32,8 +32,8 @@ void check_model(const ModelSpec& spec, const std::string& backend, bool train) 
     Tensor x = spec.make_input(spec.input_shape, spec.input_dtype, 100 + call);
     manual_seed(200 + call);
     Tensor want = run_model(spec, *ref, x);
-    Tensor want64 = ref64 ? run_model(spec, *ref64, to_f64(std::span<const Tensor>(&x, 1))[0])
-                          : Tensor();
+    Tensor want64 =
+        ref64 ? run_model(spec, *ref64, to_f64(std::span<const Tensor>(&x, 1))[0]) : Tensor();
     manual_seed(200 + call);
     KILN_REQUIRE_ACCURATE(f(x), want, want64);
     for (auto& [name, b] : ref->named_buffers()) {

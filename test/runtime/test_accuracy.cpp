@@ -1,6 +1,5 @@
 // The f64 reference rule (runtime/accuracy.h): what passes and what fails, element by element.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <limits>
 
