@@ -22,6 +22,16 @@
 
 namespace kiln::codegen {
 namespace fs = std::filesystem;
+
+uint64_t fnv1a(std::string_view bytes) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (char c : bytes) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
 namespace {
 
 // The entry header: magic, then little-endian u32 version, u32 reserved (0), u64 key length,
@@ -35,17 +45,6 @@ constexpr std::string_view kEntrySuffix = ".kobj";
 /// A store's temp file: "<hash>.kobj.tmp.<pid>.<counter>.<time>".
 constexpr std::string_view kTempInfix = ".kobj.tmp.";
 constexpr size_t kHashDigits = 16;
-
-/// FNV-1a, 64 bits: names entries (of the key) and checks payloads. Any change to a single
-/// byte changes it (each step is a bijection of the state), which is what a bit flip needs.
-uint64_t fnv1a(std::string_view bytes) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (char c : bytes) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
 
 std::string hex16(uint64_t v) {
   static constexpr char kDigits[] = "0123456789abcdef";

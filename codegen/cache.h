@@ -22,6 +22,10 @@ struct CacheEntry {
 /// fuzzer run it.
 std::optional<CacheEntry> parse_cache_entry(std::string_view bytes, std::string* why = nullptr);
 
+/// FNV-1a, 64 bits: names entries (of the key) and checks payloads. Any change to a single
+/// byte changes it (each step is a bijection of the state), which is what a bit flip needs.
+uint64_t fnv1a(std::string_view bytes);
+
 /// A directory of compiled artefacts (object files) keyed by a full key string.
 ///
 /// One entry per key, in a file named after a 64-bit hash of the key (16 hex digits, then

@@ -25,15 +25,6 @@ constexpr size_t kChecksumAt = 32;
   std::abort();
 }
 
-uint64_t fnv1a(std::string_view bytes) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (char c : bytes) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
 const bool g_link = std::getenv("KILN_FUZZ_LINK") != nullptr;
 
 void check_payload(std::string_view object) {
@@ -57,7 +48,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       // The lengths matched the size, so the payload is everything after the key.
       uint64_t key_len = 0;
       std::memcpy(&key_len, bytes.data() + 16, sizeof key_len);
-      uint64_t sum = fnv1a(std::string_view(bytes).substr(kHeaderSize + key_len));
+      uint64_t sum = kiln::codegen::fnv1a(std::string_view(bytes).substr(kHeaderSize + key_len));
       std::memcpy(bytes.data() + kChecksumAt, &sum, sizeof sum);
       entry = kiln::codegen::parse_cache_entry(bytes, &why);
       if (!entry) fail("a repaired checksum still fails", why.c_str());
