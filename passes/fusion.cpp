@@ -133,7 +133,6 @@ Index linearize(const ir::Type& t, const IndexVec& idx) {
   return r;
 }
 
-
 // ---- the group domain -------------------------------------------------------------------
 
 /// What a group iterates: a pointwise shape, or a reduction's operand shape S and dims.

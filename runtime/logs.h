@@ -1,4 +1,5 @@
-// KILN_LOGS: which artifacts kiln prints to stderr as they happen (docs/user-guide.md, "Logs and dumps").
+// KILN_LOGS: which artifacts kiln prints to stderr as they happen (docs/user-guide.md, "Logs and
+// dumps").
 #pragma once
 
 #include <string>

@@ -9,14 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "codegen/cpu/jit.h"
+#include "codegen/cpu/kernel_codegen.h"
+#include "codegen/schedule.h"
 #include "ir/dot.h"
 #include "ir/mlir.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
-#include "codegen/cpu/jit.h"
-#include "codegen/cpu/kernel_codegen.h"
-#include "codegen/schedule.h"
 #include "passes/fusion.h"
 #include "passes/passes.h"
 #include "tools/commands.h"
@@ -144,7 +144,8 @@ std::optional<CommandError> render(const DumpOptions& o, const Source& src, std:
       for (size_t gi = 0; gi < fusion.groups.size(); ++gi) {
         std::vector<const ir::Value*> buffers;
         try {
-          kernels.push_back(passes::lower_group(fusion.groups[gi], "kiln_k" + std::to_string(gi), buffers));
+          kernels.push_back(
+              passes::lower_group(fusion.groups[gi], "kiln_k" + std::to_string(gi), buffers));
         } catch (const Error& e) {
           return runtime_error(src.name + " graph " + std::to_string(k) + " group " +
                                std::to_string(gi) + ": " + e.what());
@@ -202,8 +203,9 @@ int dump_main(std::span<const std::string_view> args) {
   }
   const bool lowered = o.stage == "fused" || o.stage == "kernels" || o.stage == "llvm";
   if (o.stage != "traced" && o.stage != "simplified" && o.stage != "all" && !lowered)
-    return report("dump", usage_error("unknown stage '" + o.stage +
-                                      "' (expected traced, simplified, all, fused, kernels or llvm)"));
+    return report("dump",
+                  usage_error("unknown stage '" + o.stage +
+                              "' (expected traced, simplified, all, fused, kernels or llvm)"));
   if (lowered && o.format != "kir")
     return report("dump", usage_error("--stage " + o.stage + " prints text only (no --format)"));
   if (o.format != "kir" && o.format != "dot" && o.format != "mlir")

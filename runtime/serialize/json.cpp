@@ -9,6 +9,35 @@
 namespace kiln::json {
 namespace {
 
+constexpr int kInvalidUtf8 = 0;
+constexpr int kTruncatedUtf8 = -1;
+
+/// The length of the UTF-8 character at text[i] when it is valid (shortest form, no
+/// surrogates, at most U+10FFFF; 1 for ASCII), kTruncatedUtf8 when the text ends inside it,
+/// kInvalidUtf8 otherwise.
+int utf8_length(std::string_view text, size_t i) {
+  auto lead = static_cast<unsigned char>(text[i]);
+  if (lead < 0x80) return 1;
+  int extra = -1; // continuation bytes after the lead; C0, C1 and F5..FF never lead
+  if (lead >= 0xc2 && lead <= 0xdf)
+    extra = 1;
+  else if (lead >= 0xe0 && lead <= 0xef)
+    extra = 2;
+  else if (lead >= 0xf0 && lead <= 0xf4)
+    extra = 3;
+  if (extra < 0) return kInvalidUtf8;
+  if (i + static_cast<size_t>(extra) >= text.size()) return kTruncatedUtf8;
+  unsigned cp = lead & (0x3fu >> extra);
+  for (int k = 1; k <= extra; ++k) {
+    auto c = static_cast<unsigned char>(text[i + static_cast<size_t>(k)]);
+    if ((c & 0xc0) != 0x80) return kInvalidUtf8;
+    cp = (cp << 6) | (c & 0x3f);
+  }
+  bool overlong = (extra == 2 && cp < 0x800) || (extra == 3 && cp < 0x10000);
+  if (overlong || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return kInvalidUtf8;
+  return extra + 1;
+}
+
 class Parser {
 public:
   Parser(std::string_view text, const std::string& context, int max_depth)
@@ -228,26 +257,11 @@ private:
 
   /// Copies one UTF-8 encoded character (validated: shortest form, no surrogates, <= U+10FFFF).
   void utf8_char(std::string& out) {
-    auto lead = static_cast<unsigned char>(s_[pos_]);
-    int extra = -1; // continuation bytes after the lead; C0, C1 and F5..FF never lead
-    if (lead >= 0xc2 && lead <= 0xdf)
-      extra = 1;
-    else if (lead >= 0xe0 && lead <= 0xef)
-      extra = 2;
-    else if (lead >= 0xf0 && lead <= 0xf4)
-      extra = 3;
-    if (extra < 0) fail("invalid UTF-8");
-    if (pos_ + static_cast<size_t>(extra) >= s_.size()) fail("truncated UTF-8 sequence");
-    unsigned cp = lead & (0x3fu >> extra);
-    for (int i = 1; i <= extra; ++i) {
-      auto c = static_cast<unsigned char>(s_[pos_ + static_cast<size_t>(i)]);
-      if ((c & 0xc0) != 0x80) fail("invalid UTF-8");
-      cp = (cp << 6) | (c & 0x3f);
-    }
-    bool overlong = (extra == 2 && cp < 0x800) || (extra == 3 && cp < 0x10000);
-    if (overlong || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) fail("invalid UTF-8");
-    out.append(s_.substr(pos_, static_cast<size_t>(extra) + 1));
-    pos_ += static_cast<size_t>(extra) + 1;
+    const int n = utf8_length(s_, pos_);
+    if (n == kTruncatedUtf8) fail("truncated UTF-8 sequence");
+    if (n == kInvalidUtf8) fail("invalid UTF-8");
+    out.append(s_.substr(pos_, static_cast<size_t>(n)));
+    pos_ += static_cast<size_t>(n);
   }
 
   std::string string() {
@@ -324,30 +338,10 @@ Value parse(std::string_view text, const std::string& context, int max_depth) {
 }
 
 size_t invalid_utf8_at(std::string_view text) {
-  size_t i = 0;
-  while (i < text.size()) {
-    auto lead = static_cast<unsigned char>(text[i]);
-    if (lead < 0x80) {
-      ++i;
-      continue;
-    }
-    int extra = -1; // as in Parser::utf8_char: C0, C1 and F5..FF never lead
-    if (lead >= 0xc2 && lead <= 0xdf)
-      extra = 1;
-    else if (lead >= 0xe0 && lead <= 0xef)
-      extra = 2;
-    else if (lead >= 0xf0 && lead <= 0xf4)
-      extra = 3;
-    if (extra < 0 || i + static_cast<size_t>(extra) >= text.size()) return i;
-    unsigned cp = lead & (0x3fu >> extra);
-    for (int k = 1; k <= extra; ++k) {
-      auto c = static_cast<unsigned char>(text[i + static_cast<size_t>(k)]);
-      if ((c & 0xc0) != 0x80) return i;
-      cp = (cp << 6) | (c & 0x3f);
-    }
-    bool overlong = (extra == 2 && cp < 0x800) || (extra == 3 && cp < 0x10000);
-    if (overlong || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return i;
-    i += static_cast<size_t>(extra) + 1;
+  for (size_t i = 0; i < text.size();) {
+    const int n = utf8_length(text, i);
+    if (n <= 0) return i;
+    i += static_cast<size_t>(n);
   }
   return std::string_view::npos;
 }

@@ -6,11 +6,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <memory>
 #include <numeric>
-#include <sstream>
 #include <stdexcept>
 #include <utility>
 
