@@ -2,7 +2,9 @@
 #include "codegen/cache.h"
 
 #include <dirent.h>
+#include <elf.h>
 #include <fcntl.h>
+#include <link.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -443,6 +445,54 @@ int64_t DiskCache::clear() const {
   log_line("clear: removed " + std::to_string(entries) + " entries and " + std::to_string(temps) +
            " temp files");
   return entries;
+}
+
+// The kernel text does not show how the code generator compiles it: the build ID does.
+const std::string& build_id() {
+  static const std::string id = [] {
+    struct Search {
+      uintptr_t address;
+      std::string hex;
+    } search{reinterpret_cast<uintptr_t>(&build_id), {}};
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* data) -> int {
+          auto* s = static_cast<Search*>(data);
+          bool mine = false;
+          for (int i = 0; i < info->dlpi_phnum && !mine; ++i) {
+            const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+            uintptr_t begin = info->dlpi_addr + ph.p_vaddr;
+            mine = ph.p_type == PT_LOAD && s->address >= begin && s->address < begin + ph.p_memsz;
+          }
+          if (!mine) return 0;
+          for (int i = 0; i < info->dlpi_phnum; ++i) {
+            const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+            if (ph.p_type != PT_NOTE) continue;
+            const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
+            const char* end = p + ph.p_memsz;
+            while (p + sizeof(ElfW(Nhdr)) <= end) {
+              ElfW(Nhdr) note;
+              std::memcpy(&note, p, sizeof note);
+              const char* name = p + sizeof note;
+              const char* desc = name + ((note.n_namesz + 3) & ~3u);
+              if (note.n_type == NT_GNU_BUILD_ID && note.n_namesz == 4 &&
+                  std::memcmp(name, "GNU", 4) == 0 && desc + note.n_descsz <= end) {
+                static const char digits[] = "0123456789abcdef";
+                for (uint32_t k = 0; k < note.n_descsz; ++k) {
+                  auto byte = static_cast<unsigned char>(desc[k]);
+                  s->hex += digits[byte >> 4];
+                  s->hex += digits[byte & 15];
+                }
+                return 1;
+              }
+              p = desc + ((note.n_descsz + 3) & ~3u);
+            }
+          }
+          return 1;
+        },
+        &search);
+    return search.hex;
+  }();
+  return id;
 }
 
 } // namespace kiln::codegen

@@ -94,4 +94,8 @@ private:
   std::string disabled_reason_;
 };
 
+/// The GNU build ID (hex) of the binary holding the code generator, part of every cache key
+/// so that a rebuilt kiln never loads an object an older build cached; empty if it has none.
+const std::string& build_id();
+
 } // namespace kiln::codegen

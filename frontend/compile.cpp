@@ -12,13 +12,12 @@
 #include <map>
 #include <mutex>
 
-#include "frontend/executable.h"
+#include "codegen/lower.h"
 #include "frontend/guards.h"
 #include "frontend/trace.h"
 #include "ir/hash.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
-#include "passes/passes.h"
 #include "runtime/logs.h"
 #include "runtime/ops/dispatch.h"
 #include "runtime/tracing.h"
@@ -48,7 +47,7 @@ std::string GraphBreak::str() const {
 
 namespace {
 
-using frontend::Executable;
+using codegen::CompiledGraph;
 using frontend::GuardSet;
 using frontend::TraceSession;
 
@@ -62,7 +61,7 @@ struct Entry {
 
 struct CachedGraph {
   std::string key; // the traced graph's structural key (compared in full on lookup)
-  std::shared_ptr<const Executable> executable;
+  std::shared_ptr<const CompiledGraph> executable;
 };
 
 std::vector<Tensor> tensor_args(std::span<const detail::CallArg> args) {
@@ -93,19 +92,22 @@ struct CompiledFunction::State {
     return env != nullptr ? env : "";
   }
 
-  void dump(int id, std::string_view stage, const ir::Graph& g) const {
+  /// Writes one stage of compile `id` into the dump directory (`003-simplified.kir`).
+  void dump(int id, std::string_view stage, const std::string& text) const {
     std::string dir = dump_dir();
     if (dir.empty()) return;
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     char name[32];
     std::snprintf(name, sizeof name, "%03d-", id);
-    std::ofstream f(std::filesystem::path(dir) / (name + std::string(stage) + ".kir"));
+    const bool graph = stage == "traced" || stage == "simplified";
+    std::ofstream f(std::filesystem::path(dir) /
+                    (name + std::string(stage) + (graph ? ".kir" : ".txt")));
     KILN_CHECK(f.good(), "KILN_DUMP_DIR: can't write into ", dir);
-    f << ir::print(g);
+    f << text;
   }
 
-  std::shared_ptr<const Executable> compile_graph(const ir::Graph& traced) {
+  std::shared_ptr<const CompiledGraph> compile_graph(const ir::Graph& traced) {
     std::string key = ir::structural_key(traced);
     std::vector<CachedGraph>& bucket = graphs[ir::key_hash(key)];
     for (const CachedGraph& c : bucket)
@@ -117,32 +119,46 @@ struct CompiledFunction::State {
     int id = g_dump_counter.fetch_add(1);
     if (wants("graph"))
       std::cerr << "[kiln graph] traced graph " << id << ":\n" << ir::print(traced);
-    dump(id, "traced", traced);
+    const bool dumping = !dump_dir().empty();
+    if (dumping) dump(id, "traced", ir::print(traced));
     // A traced graph that fails the verifier is a frontend bug, never the user's.
     if (Expected<void> ok = ir::verify(traced); !ok)
       KILN_UNREACHABLE("traced graph fails verification: " + ok.error().message() + "\n" +
                        ir::print(traced));
-    std::unique_ptr<ir::Graph> g = traced.clone();
-    std::vector<const ir::Value*> original(g->inputs().begin(), g->inputs().end());
-    if (options.backend != "eager") {
-      passes::PassContext ctx;
-      ctx.log_passes = wants("passes");
-      passes::default_pipeline().run(*g, ctx).value();
-    }
-    dump(id, "simplified", *g);
-    std::vector<size_t> input_map;
-    for (const ir::Value* in : g->inputs())
-      input_map.push_back(
-          static_cast<size_t>(std::find(original.begin(), original.end(), in) - original.begin()));
+    using codegen::Stage;
+    codegen::LowerOptions lo;
+    lo.simplify = options.backend != "eager";
+    lo.generate_code = options.backend == "kiln";
+    lo.schedule = schedule;
+    lo.log_passes = wants("passes");
+    if (dumping) lo.print_stages = {Stage::simplified, Stage::fused, Stage::kernels, Stage::plan};
+    const bool log_fusion = wants("fusion");
+    if (log_fusion) lo.print_stages.push_back(Stage::fused);
     std::string fusion_log;
-    auto exe = std::make_shared<const Executable>(std::move(g), std::move(input_map),
-                                                  options.backend == "kiln", &fusion_log, schedule);
-    if (wants("fusion") && !fusion_log.empty())
+    lo.print = [&](Stage stage, const std::string& text) {
+      if (dumping) dump(id, codegen::stage_name(stage), text);
+      if (log_fusion && stage == Stage::fused) fusion_log += text;
+    };
+    auto exe = std::make_shared<const CompiledGraph>(
+        std::move(codegen::lower(traced.clone(), lo).value()));
+    if (log_fusion && lo.generate_code) {
+      if (exe->fallback.empty())
+        fusion_log += "memory " + exe->plan.memory_plan().str() + "\n";
+      else
+        fusion_log +=
+            "code generation failed, the graph runs on the interpreter: " + exe->fallback + "\n";
       std::cerr << "[kiln fusion] graph " << id << ":\n" << fusion_log;
+    }
+    if (wants("lower"))
+      std::cerr << "[kiln lower] graph " << id << ": " << exe->times_str() << "\n"
+                << (exe->fallback.empty()
+                        ? ""
+                        : "[kiln lower] graph " + std::to_string(id) +
+                              " runs on the interpreter: " + exe->fallback + "\n");
     bucket.push_back({std::move(key), exe});
     ++stats.compiles;
     stats.generated_kernels += exe->generated_kernels();
-    if (exe->cache_hit()) ++stats.disk_cache_hits;
+    if (exe->cache_hit) ++stats.disk_cache_hits;
     stats.compile_ms +=
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     return exe;
@@ -196,7 +212,7 @@ struct CompiledFunction::State {
     std::vector<Tensor> outs;
     if (r.executable) {
       outs = r.executable->run(inputs);
-      stats.kernels = r.executable->kernels();
+      stats.kernels = r.executable->launches;
     } else {
       for (size_t k : r.forwarded)
         outs.push_back(inputs[k]);
@@ -297,7 +313,7 @@ ExplainReport CompiledFunction::explain(std::span<const detail::CallArg> args,
   session.trace_call(tensor_args(args), body);
   ExplainReport rep;
   for (const TraceSession::GraphInfo& g : session.graphs())
-    rep.graphs.push_back({g.ops, g.inputs, g.outputs, g.ir});
+    rep.graphs.push_back({g.ops, g.inputs, g.outputs, g.ir, g.fallback});
   rep.breaks = session.breaks();
   rep.guards = GuardSet::build(args, s.module, session.replay().get(), session.host_reads(),
                                session.mode_reads())

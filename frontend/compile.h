@@ -86,6 +86,9 @@ struct ExplainReport {
     int64_t inputs = 0;
     int64_t outputs = 0;
     std::string ir; // the traced graph in .kir text
+    /// Why the graph runs without generated code (the target could not compile its
+    /// kernels); empty when it has its code.
+    std::string fallback;
   };
   std::vector<Graph> graphs;
   std::vector<GraphBreak> breaks;

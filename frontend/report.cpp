@@ -30,6 +30,13 @@ const std::string& str_member(const json::Value& obj, std::string_view key) {
   return member(obj, key, json::Value::Type::string).string;
 }
 
+/// A string member that older reports lack: empty when absent.
+std::string optional_str_member(const json::Value& obj, std::string_view key) {
+  for (const json::Value::Member& m : obj.object)
+    if (m.key == key) return str_member(obj, key);
+  return {};
+}
+
 } // namespace
 
 std::string ExplainReport::to_json() const {
@@ -42,7 +49,7 @@ std::string ExplainReport::to_json() const {
     const Graph& g = graphs[i];
     os << (i ? ",\n" : "\n") << "    {\"index\": " << i << ", \"ops\": " << g.ops
        << ", \"inputs\": " << g.inputs << ", \"outputs\": " << g.outputs
-       << ", \"ir\": " << json::quote(g.ir) << "}";
+       << ", \"ir\": " << json::quote(g.ir) << ", \"fallback\": " << json::quote(g.fallback) << "}";
   }
   os << (graphs.empty() ? "],\n" : "\n  ],\n");
   os << "  \"breaks\": [";
@@ -68,7 +75,7 @@ ExplainReport ExplainReport::from_json(std::string_view text) {
   ExplainReport r;
   for (const json::Value& g : member(root, "graphs", json::Value::Type::array).array)
     r.graphs.push_back({int_member(g, "ops"), int_member(g, "inputs"), int_member(g, "outputs"),
-                        str_member(g, "ir")});
+                        str_member(g, "ir"), optional_str_member(g, "fallback")});
   for (const json::Value& b : member(root, "breaks", json::Value::Type::array).array)
     r.breaks.push_back({str_member(b, "code"), str_member(b, "reason"), str_member(b, "location"),
                         str_member(b, "hint"), int_member(b, "graph")});
@@ -88,7 +95,9 @@ std::string ExplainReport::str() const {
      << (break_count() == 1 ? " graph break\n" : " graph breaks\n");
   for (size_t i = 0; i < graphs.size(); ++i)
     os << "  graph " << i << ": " << graphs[i].ops << " ops, " << graphs[i].inputs << " inputs, "
-       << graphs[i].outputs << " outputs\n";
+       << graphs[i].outputs << " outputs"
+       << (graphs[i].fallback.empty() ? "" : ", runs on the interpreter: " + graphs[i].fallback)
+       << "\n";
   if (!breaks.empty()) os << "breaks:\n";
   for (size_t i = 0; i < breaks.size(); ++i) {
     const GraphBreak& b = breaks[i];

@@ -408,16 +408,20 @@ void TraceSession::cut(std::vector<Tensor>* results) {
     g.add_write(b->input, b->value);
   }
 
-  std::shared_ptr<const Executable> exe;
+  std::shared_ptr<const codegen::CompiledGraph> exe;
   std::vector<Tensor> outs;
   if (s.nodes > 0 || !g.writes().empty()) {
-    GraphInfo info{
-        s.nodes, static_cast<int64_t>(g.num_inputs()), static_cast<int64_t>(g.num_outputs()), {}};
+    GraphInfo info{s.nodes,
+                   static_cast<int64_t>(g.num_inputs()),
+                   static_cast<int64_t>(g.num_outputs()),
+                   {},
+                   {}};
     if (options_.keep_ir) info.ir = ir::print(g);
     exe = compile_(g);
+    info.fallback = exe->fallback;
     graphs_.push_back(std::move(info));
     outs = exe->run(s.bound);
-    kernels_ += exe->kernels();
+    kernels_ += exe->launches;
   } else {
     for (ir::Value* v : g.outputs()) // a graph without nodes only forwards its inputs
       outs.push_back(s.bound[v->index()]);

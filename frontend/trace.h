@@ -11,8 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "codegen/lower.h"
 #include "frontend/compile.h"
-#include "frontend/executable.h"
 #include "ir/graph.h"
 #include "runtime/call_site.h"
 #include "runtime/tracing.h"
@@ -45,7 +45,8 @@ struct ModeReadGuard {
 };
 
 /// Compiles (or finds) the executable of a traced graph; supplied by CompiledFunction.
-using CompileGraphFn = std::function<std::shared_ptr<const Executable>(const ir::Graph& traced)>;
+using CompileGraphFn =
+    std::function<std::shared_ptr<const codegen::CompiledGraph>(const ir::Graph& traced)>;
 
 class TraceSession final : public Tracer {
 public:
@@ -76,6 +77,7 @@ public:
   struct GraphInfo {
     int64_t ops = 0, inputs = 0, outputs = 0;
     std::string ir;
+    std::string fallback; // why the graph runs without generated code (CompiledGraph)
   };
   const std::vector<GraphInfo>& graphs() const { return graphs_; }
   int64_t ops() const { return ops_; }
@@ -85,7 +87,7 @@ public:
 
   /// For a call without breaks: everything needed to run it again without the user's code.
   struct Replay {
-    std::shared_ptr<const Executable> executable;
+    std::shared_ptr<const codegen::CompiledGraph> executable;
     std::vector<InputBinding> bindings;
     /// Per result: the graph output it is, or -1 with `fixed[k]` the tensor it always is.
     std::vector<int64_t> result_outputs;

@@ -1,14 +1,12 @@
-// Fusion: which nodes of a graph run together as one generated kernel, and the lowering of
-// each group to the loop IR (ir/kernel/). The graph itself is not rewritten: the plan
-// builder (codegen/) runs groups as kernels and every other node as a call of its eager
-// kernel (an extern call), in `order`.
+// Fusion: which nodes of a graph run together as one generated kernel. The graph itself is
+// not rewritten: the lowering (codegen/lower) turns each group into a loop-IR kernel and
+// runs every other node as a call of its eager kernel (an extern call), in `order`.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "ir/graph.h"
-#include "ir/kernel/kernel.h"
 #include "runtime/epilogue.h"
 
 namespace kiln::passes {
@@ -80,11 +78,5 @@ bool is_lowerable(const ir::Node& n);
 /// never creates a cycle between steps; a cost rule inlines a producer into a consumer that
 /// reads it at other indices (a broadcast, a view) only when that producer has no other use.
 FusionResult fuse(const ir::Graph& g, const FusionOptions& options = {});
-
-/// Lowers a group to a kernel. `buffers` receives, per kernel buffer, the graph value it
-/// binds (inputs first, then outputs). Throws kiln::Error (never for valid fusion output,
-/// but the plan builder then runs the group's nodes one by one, as extern calls).
-ir::kernel::Kernel lower_group(const FusionGroup& group, std::string name,
-                               std::vector<const ir::Value*>& buffers);
 
 } // namespace kiln::passes

@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <iosfwd>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,6 +12,8 @@
 #include "runtime/error.h"
 
 namespace kiln::passes {
+
+struct FusionResult;
 
 /// What a pass may read besides the graph, and where it reports. One per pipeline run.
 struct PassContext {
@@ -24,6 +27,9 @@ struct PassContext {
   bool log_passes = false;
   /// Where logs go (stderr when null).
   std::ostream* log = nullptr;
+  /// Set by the `fuse` pass: the graph's fusion groups (its nodes are the graph's, so no
+  /// pass may run after it).
+  std::shared_ptr<const FusionResult> fusion;
 };
 
 using PassFn = std::function<Expected<void>(ir::Graph&, PassContext&)>;

@@ -46,6 +46,9 @@ Expected<void> PassManager::run(ir::Graph& g, PassContext& ctx) const {
 #endif
   std::ostream& log = ctx.log ? *ctx.log : std::cerr;
   for (const PassInfo& p : passes_) {
+    if (ctx.fusion)
+      return Error::without_location(detail::str(
+          "pass '", p.name, "' after 'fuse': fusion groups the graph as it is, so it comes last"));
     ctx.changed = false;
     auto start = std::chrono::steady_clock::now();
     Expected<void> r = p.run(g, ctx);

@@ -1,4 +1,5 @@
 // The table of registered passes and the default simplification pipeline.
+#include "passes/fusion.h"
 #include "passes/passes.h"
 
 namespace kiln::passes {
@@ -14,6 +15,11 @@ const std::vector<PassInfo>& registered_passes() {
       {"dead-code-elimination", "remove unused nodes and constants", dead_code_elimination},
       {"cse", "short for common-subexpression-elimination", common_subexpression_elimination},
       {"dce", "short for dead-code-elimination", dead_code_elimination},
+      {"fuse", "group nodes into kernels (leaves the graph; last; kiln opt --print=kernels)",
+       [](ir::Graph& g, PassContext& ctx) -> Expected<void> {
+         ctx.fusion = std::make_shared<const FusionResult>(fuse(g));
+         return {};
+       }},
   };
   return kPasses;
 }

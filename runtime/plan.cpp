@@ -10,6 +10,7 @@
 #include "runtime/ops/dispatch.h"
 #include "runtime/parallel.h"
 #include "runtime/tracing.h"
+#include "runtime/union_find.h"
 
 namespace kiln {
 namespace {
@@ -105,14 +106,8 @@ void Plan::plan_memory(const std::vector<bool>& keep) {
   placement_.assign(num_slots_, Placement{});
   memory_ = MemoryPlan{};
   // Alias classes: a view's result shares storage with its operands.
-  std::vector<size_t> parent(num_slots_);
-  for (size_t s = 0; s < num_slots_; ++s)
-    parent[s] = s;
-  auto find = [&](size_t s) {
-    while (parent[s] != s)
-      s = parent[s] = parent[parent[s]];
-    return s;
-  };
+  UnionFind classes(num_slots_);
+  auto find = [&](size_t s) { return classes.find(s); };
   std::vector<int64_t> def(num_slots_, -1);
   for (size_t k = 0; k < steps_.size(); ++k) {
     const Step& st = steps_[k];
@@ -130,7 +125,7 @@ void Plan::plan_memory(const std::vector<bool>& keep) {
     } else if (schema(st.op).kind == OpKind::view) {
       for (size_t r : st.results)
         for (size_t o : st.operands)
-          parent[find(r)] = find(o);
+          classes.unite(r, o);
     }
     // Any other eager call returns fresh tensors.
   }

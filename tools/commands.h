@@ -30,7 +30,7 @@ int run_main(std::span<const std::string_view> args);
 /// analyzer (kiln::explain on the model's forward).
 int breaks_main(std::span<const std::string_view> args);
 
-/// `kiln dump MODEL|FILE.kir|- [--stage traced|simplified|all|fused|kernels|llvm]
+/// `kiln dump MODEL|FILE.kir|- [--stage traced|simplified|all|fused|kernels|llvm|plan]
 /// [--format kir|dot|mlir] [-o OUT]`:
 /// the IR of a model's forward or of a .kir file at a stage of compilation.
 int dump_main(std::span<const std::string_view> args);

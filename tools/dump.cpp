@@ -9,16 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "codegen/cpu/jit.h"
-#include "codegen/cpu/kernel_codegen.h"
+#include "codegen/lower.h"
 #include "codegen/schedule.h"
 #include "ir/dot.h"
 #include "ir/mlir.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
-#include "passes/fusion.h"
-#include "passes/passes.h"
 #include "tools/commands.h"
 #include "tools/model_args.h"
 
@@ -26,7 +23,7 @@ namespace kiln::tools {
 namespace {
 
 constexpr const char* kDumpUsage =
-    "usage: kiln dump MODEL|FILE.kir|- [--stage traced|simplified|all|fused|kernels|llvm]\n"
+    "usage: kiln dump MODEL|FILE.kir|- [--stage traced|simplified|all|fused|kernels|llvm|plan]\n"
     "                 [--format kir|dot|mlir]\n"
     "                 [-o OUT] [--input SPEC] [--seed N] [--plugin LIB.so --model NAME]\n"
     "  Prints the graphs of one call of MODEL's forward (as kiln::explain traces them), or the\n"
@@ -36,7 +33,9 @@ constexpr const char* kDumpUsage =
     "                     pipeline (canonicalize, constant-fold, cse, dce); all: both;\n"
     "                     fused: the fusion groups of the simplified graph and why pairs\n"
     "                     were not fused; kernels: each group's loop IR and schedule;\n"
-    "                     llvm: the LLVM IR generated for them (before optimisation)\n"
+    "                     llvm (or source): the LLVM IR generated for them (before\n"
+    "                     optimisation); plan: the runtime plan's steps and memory plan.\n"
+    "                     Each is the lowering pipeline's own stage (codegen/lower.h)\n"
     "  --format F         kir (default), dot (Graphviz) or mlir\n"
     "  -o OUT             write to OUT instead of stdout\n";
 
@@ -108,66 +107,47 @@ void print_graph(std::ostream& os, const ir::Graph& g, const std::string& format
     os << ir::to_mlir(g);
 }
 
-/// Every graph at the chosen stage(s), separated as the usage says.
+/// Every graph at the chosen stage(s), separated as the usage says. The stages after
+/// `simplified` are the lowering pipeline's own texts (codegen/lower.h).
 std::optional<CommandError> render(const DumpOptions& o, const Source& src, std::ostream& os) {
   const bool traced = o.stage == "traced" || o.stage == "all";
-  const bool simplified = o.stage == "simplified" || o.stage == "all";
-  const passes::PassManager pipeline = passes::default_pipeline();
+  const std::optional<codegen::Stage> stage =
+      o.stage == "all" ? codegen::Stage::simplified : codegen::parse_stage(o.stage);
   size_t printed = 0;
-  auto emit = [&](size_t k, const ir::Graph& g, const char* stage) {
+  auto emit = [&](size_t k, const ir::Graph& g, const char* suffix) {
     // mlir-opt --split-input-file reads one module per `// -----` chunk.
     if (o.format == "mlir" && printed > 0) os << "// -----\n";
-    if (o.format != "dot") os << "// graph " << k << (o.stage == "all" ? stage : "") << "\n";
+    if (o.format != "dot") os << "// graph " << k << (o.stage == "all" ? suffix : "") << "\n";
     print_graph(os, g, o.format);
     ++printed;
   };
-  const bool lowered = o.stage == "fused" || o.stage == "kernels" || o.stage == "llvm";
   for (size_t k = 0; k < src.module.graphs.size(); ++k) {
     const ir::Graph& g = *src.module.graphs[k];
-    if (lowered) {
-      std::unique_ptr<ir::Graph> s = g.clone();
-      passes::PassContext ctx;
-      if (auto r = pipeline.run(*s, ctx); !r)
-        return runtime_error(src.name + " graph " + std::to_string(k) + ": " + r.error().message());
-      os << "// graph " << k << "\n";
-      passes::FusionResult fusion = passes::fuse(*s);
-      if (o.stage == "fused") {
-        for (const std::string& line : fusion.log)
-          os << "// " << line << "\n";
-        continue;
-      }
-      std::vector<ir::kernel::Kernel> kernels;
-      std::vector<codegen::Schedule> schedules;
-      const int width = codegen::cpu::host_target().vector_bytes;
-      const codegen::ScheduleOverride fixed =
-          codegen::parse_schedule_override(codegen::schedule_override_env());
-      for (size_t gi = 0; gi < fusion.groups.size(); ++gi) {
-        std::vector<const ir::Value*> buffers;
-        try {
-          kernels.push_back(
-              passes::lower_group(fusion.groups[gi], "kiln_k" + std::to_string(gi), buffers));
-        } catch (const Error& e) {
-          return runtime_error(src.name + " graph " + std::to_string(k) + " group " +
-                               std::to_string(gi) + ": " + e.what());
-        }
-        schedules.push_back(codegen::choose_schedule(kernels.back(), width, fixed));
-      }
-      if (o.stage == "llvm") {
-        os << codegen::cpu::kernels_llvm_ir(kernels, schedules);
-        continue;
-      }
-      for (size_t gi = 0; gi < kernels.size(); ++gi)
-        os << "// schedule " << schedules[gi].str() << "\n" << kernels[gi].str();
-      continue;
-    }
     if (traced) emit(k, g, ": traced");
-    if (simplified) {
-      std::unique_ptr<ir::Graph> s = g.clone();
-      passes::PassContext ctx;
-      if (auto r = pipeline.run(*s, ctx); !r)
-        return runtime_error(src.name + " graph " + std::to_string(k) + ": " + r.error().message());
-      emit(k, *s, ": simplified");
+    if (!stage) continue;
+    codegen::LowerOptions lo;
+    lo.schedule = codegen::parse_schedule_override(codegen::schedule_override_env());
+    lo.stop_after = *stage;
+    if (*stage != codegen::Stage::simplified) {
+      os << "// graph " << k << "\n";
+      lo.print_stages = {*stage};
+      lo.print = [&](codegen::Stage s, const std::string& text) {
+        if (s != codegen::Stage::fused) {
+          os << text;
+          return;
+        }
+        for (size_t at = 0; at < text.size();) { // the fusion log, as comments
+          const size_t eol = text.find('\n', at);
+          os << "// " << text.substr(at, eol - at) << "\n";
+          at = eol == std::string::npos ? text.size() : eol + 1;
+        }
+      };
     }
+    Expected<codegen::CompiledGraph> lowered = codegen::lower(g.clone(), lo);
+    if (!lowered)
+      return runtime_error(src.name + " graph " + std::to_string(k) + ": " +
+                           lowered.error().message());
+    if (*stage == codegen::Stage::simplified) emit(k, *lowered->graph, ": simplified");
   }
   return std::nullopt;
 }
@@ -201,11 +181,12 @@ int dump_main(std::span<const std::string_view> args) {
     }
     return report("dump", usage_error("unknown option '" + std::string(a) + "'"));
   }
-  const bool lowered = o.stage == "fused" || o.stage == "kernels" || o.stage == "llvm";
+  const bool lowered = o.stage == "fused" || o.stage == "kernels" || o.stage == "llvm" ||
+                       o.stage == "source" || o.stage == "plan";
   if (o.stage != "traced" && o.stage != "simplified" && o.stage != "all" && !lowered)
-    return report("dump",
-                  usage_error("unknown stage '" + o.stage +
-                              "' (expected traced, simplified, all, fused, kernels or llvm)"));
+    return report("dump", usage_error("unknown stage '" + o.stage +
+                                      "' (expected traced, simplified, all, fused, kernels, "
+                                      "llvm or plan)"));
   if (lowered && o.format != "kir")
     return report("dump", usage_error("--stage " + o.stage + " prints text only (no --format)"));
   if (o.format != "kir" && o.format != "dot" && o.format != "mlir")

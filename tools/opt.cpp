@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "codegen/lower.h"
 #include "ir/dot.h"
 #include "ir/mlir.h"
 #include "ir/parser.h"
@@ -55,7 +56,7 @@ namespace {
 
 constexpr const char* kOptUsage =
     "usage: kiln opt FILE.kir|- [--passes=a,b,c] [-o OUT] [--verify-each] [--print-after-all]\n"
-    "                [--no-verify] [--format kir|dot|mlir]\n"
+    "                [--no-verify] [--format kir|dot|mlir] [--print=fused|kernels|llvm|plan]\n"
     "  Parses FILE (- for stdin), verifies it, runs the passes in order and prints the result.\n"
     "  --passes=LIST      comma-separated pass names (see --list-passes)\n"
     "  -o OUT             write the result to OUT instead of stdout\n"
@@ -63,6 +64,9 @@ constexpr const char* kOptUsage =
     "  --print-after-all  print the IR to stderr after every pass\n"
     "  --no-verify        do not verify the input\n"
     "  --format F         output kir (default), dot (Graphviz) or mlir\n"
+    "  --print=S          after the passes, whose last must be `fuse`, print stage S of the\n"
+    "                     lowering instead of the graph: fused (the fusion log), kernels (the\n"
+    "                     loop IR with schedules), llvm (the LLVM IR), plan (the steps)\n"
     "  --list-passes      list the known passes and exit\n";
 
 struct OptOptions {
@@ -70,6 +74,7 @@ struct OptOptions {
   std::string output;
   std::string passes;
   std::string format = "kir";
+  std::string print; // a lowering stage to print instead of the graph
   bool verify_each = false;
   bool print_after_all = false;
   bool verify_input = true;
@@ -117,7 +122,8 @@ int opt_main(std::span<const std::string_view> args) {
         std::cout << p.name << "  " << p.summary << "\n";
       return 0;
     }
-    if (value("--passes", o.passes) || value("-o", o.output) || value("--format", o.format))
+    if (value("--passes", o.passes) || value("-o", o.output) || value("--format", o.format) ||
+        value("--print", o.print))
       continue;
     if (a == "--verify-each") {
       o.verify_each = true;
@@ -136,6 +142,14 @@ int opt_main(std::span<const std::string_view> args) {
   if (o.format != "kir" && o.format != "dot" && o.format != "mlir")
     return usage_error("unknown format '" + o.format + "' (expected kir, dot or mlir)");
 
+  std::optional<codegen::Stage> stage;
+  if (!o.print.empty()) {
+    stage = codegen::parse_stage(o.print);
+    if (!stage || *stage == codegen::Stage::simplified)
+      return usage_error("unknown --print stage '" + o.print +
+                         "' (expected fused, kernels, llvm or plan)");
+    if (o.format != "kir") return usage_error("--print prints text only (no --format)");
+  }
   passes::PassManager pm;
   try {
     pm = passes::PassManager::parse(o.passes);
@@ -172,11 +186,29 @@ int opt_main(std::span<const std::string_view> args) {
           return 1;
         }
       }
+      ctx.fusion.reset();
       if (auto r = pm.run(g, ctx); !r) {
         std::cerr << file << ": error: " << r.error().message() << "\n";
         return 1;
       }
       if (k) out << "\n";
+      if (stage) {
+        if (!ctx.fusion) {
+          std::cerr << "kiln opt: --print=" << o.print << " needs the fuse pass last in --passes\n";
+          return 2;
+        }
+        codegen::LowerOptions lo;
+        lo.simplify = false;
+        lo.fusion = ctx.fusion;
+        lo.stop_after = *stage;
+        lo.print_stages = {*stage};
+        lo.print = [&](codegen::Stage, const std::string& text) { out << text; };
+        if (auto r = codegen::lower(std::move(module.graphs[k]), lo); !r) {
+          std::cerr << file << ": error: " << r.error().message() << "\n";
+          return 1;
+        }
+        continue;
+      }
       if (o.format == "kir")
         ir::print(out, g);
       else if (o.format == "dot")

@@ -15,19 +15,33 @@
 namespace kiln {
 
 enum class Op : uint16_t {
-#define KILN_OP(name, kind, nin, nout, attrs, doc) name,
+#define KILN_OP(name, kind, traits, nin, nout, attrs, doc) name,
 #include "runtime/ops/ops.def"
 #undef KILN_OP
 };
 
 inline constexpr int kNumOps = 0
-#define KILN_OP(name, kind, nin, nout, attrs, doc) +1
+#define KILN_OP(name, kind, traits, nin, nout, attrs, doc) +1
 #include "runtime/ops/ops.def"
 #undef KILN_OP
     ;
 
 enum class OpKind : uint8_t { factory, random, pointwise, reduction, view, data, contraction };
 enum class AttrKind : uint8_t { int_, float_, bool_, ints, dtype, str, scalar };
+
+/// The ops.def `traits` column: what the compiler knows of an op beyond its kind.
+struct OpTraits {
+  /// The reductions the code generator folds, by their combine (identity 0, 1, -inf, +inf).
+  enum class Fold : uint8_t { none, sum, prod, max, min };
+  /// The code generator lowers the op (dtype rules aside: passes::is_lowerable).
+  bool lowerable = false;
+  /// Worth computing once per element: transcendentals, division, roots.
+  bool costly = false;
+  Fold fold = Fold::none;
+  /// An arg-reduction: the fold (max or min) tracks the index of the first extremum.
+  bool arg = false;
+  bool is_fold() const { return fold != Fold::none; }
+};
 
 struct AttrSpec {
   std::string name;
@@ -91,12 +105,14 @@ struct OpSchema {
   int num_inputs; // -1 = variadic
   int num_outputs;
   std::vector<AttrSpec> attrs;
+  OpTraits traits;
   std::string_view summary;
   InferFn infer;
   KernelFn kernel;
 };
 
 const OpSchema& schema(Op op);
+inline const OpTraits& op_traits(Op op) { return schema(op).traits; }
 std::string_view op_name(Op op);
 std::optional<Op> find_op(std::string_view name);
 std::string_view op_kind_name(OpKind k);
@@ -104,7 +120,7 @@ std::string_view attr_kind_name(AttrKind k);
 
 // Every primitive's inference and kernel, defined beside its category (runtime/ops/infer_*.cpp,
 // runtime/kernels/*.cpp). A missing one is a link error.
-#define KILN_OP(name, kind, nin, nout, attrs, doc)                                                 \
+#define KILN_OP(name, kind, traits, nin, nout, attrs, doc)                                         \
   std::vector<TensorMeta> infer_##name(std::span<const TensorMeta> in, const Attrs& a);            \
   void kernel_##name(std::span<const Tensor> in, const Attrs& a, std::span<Tensor> out);
 namespace ops {

@@ -37,15 +37,26 @@ constexpr OpKind kind_factory = OpKind::factory, kind_random = OpKind::random,
                  kind_view = OpKind::view, kind_data = OpKind::data,
                  kind_contraction = OpKind::contraction;
 
+using Fold = OpTraits::Fold;
+constexpr OpTraits traits_eager{}, traits_cheap{.lowerable = true},
+    traits_costly{.lowerable = true, .costly = true},
+    traits_fold_sum{.lowerable = true, .fold = Fold::sum},
+    traits_fold_prod{.lowerable = true, .fold = Fold::prod},
+    traits_fold_max{.lowerable = true, .fold = Fold::max},
+    traits_fold_min{.lowerable = true, .fold = Fold::min},
+    traits_arg_max{.lowerable = true, .fold = Fold::max, .arg = true},
+    traits_arg_min{.lowerable = true, .fold = Fold::min, .arg = true};
+
 const std::array<OpSchema, kNumOps>& table() {
   static const std::array<OpSchema, kNumOps> t = {{
-#define KILN_OP(name, kind, nin, nout, attrs, doc)                                                 \
+#define KILN_OP(name, kind, traits, nin, nout, attrs, doc)                                         \
   {Op::name,                                                                                       \
    #name,                                                                                          \
    kind_##kind,                                                                                    \
    nin,                                                                                            \
    nout,                                                                                           \
    parse_attrs(attrs, #name),                                                                      \
+   traits_##traits,                                                                                \
    doc,                                                                                            \
    ops::infer_##name,                                                                              \
    ops::kernel_##name},

@@ -11,7 +11,6 @@
 #include <kiln/kiln.h>
 
 #include "codegen/cache.h"
-#include "codegen/generate.h"
 #include "frontend/frontend_testing.h"
 
 using namespace kiln;

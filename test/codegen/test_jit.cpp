@@ -3,6 +3,7 @@
 
 #include "codegen/cpu/jit.h"
 #include "codegen/cpu/kernel_codegen.h"
+#include "codegen/lower_group.h"
 #include "ir/parser.h"
 #include "passes/fusion.h"
 #include "runtime/error.h"
@@ -54,10 +55,9 @@ Lowered lowered_kernels(int lanes) {
   kiln::codegen::ScheduleOverride o;
   o.lanes = lanes;
   for (size_t i = 0; i < fusion.groups.size(); ++i) {
-    std::vector<const kiln::ir::Value*> buffers;
     std::string name = "k";
     name += std::to_string(i);
-    out.kernels.push_back(kiln::passes::lower_group(fusion.groups[i], name, buffers));
+    out.kernels.push_back(kiln::codegen::lower_group(fusion.groups[i], name).kernel);
     out.schedules.push_back(kiln::codegen::choose_schedule(out.kernels.back(), 16, o));
   }
   return out;

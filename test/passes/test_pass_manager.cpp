@@ -5,8 +5,10 @@
 #include <sstream>
 
 #include "ir/builder.h"
+#include "ir/parser.h"
 #include "ir/printer.h"
 #include "pass_testing.h"
+#include "passes/fusion.h"
 #include "passes/passes.h"
 
 using namespace kiln;
@@ -48,9 +50,30 @@ TEST_CASE("pass manager: the registered passes have unique kebab-case names", "[
     CHECK(passes::find_pass(p.name) == &p);
   }
   for (const char* n : {"dead-code-elimination", "common-subexpression-elimination",
-                        "constant-fold", "canonicalize", "dce", "cse"})
+                        "constant-fold", "canonicalize", "dce", "cse", "fuse"})
     CHECK(names.count(n) == 1);
-  CHECK(passes::find_pass("fuse") == nullptr);
+  CHECK(passes::find_pass("fusion") == nullptr);
+}
+
+TEST_CASE("pass manager: fuse leaves its groups in the context and comes last", "[passes]") {
+  Expected<std::unique_ptr<ir::Graph>> g = ir::parse_graph(R"(graph @g {
+  %x : f32[4] = input "x"
+  %n : f32[4] = neg(%x)
+  %e : f32[4] = exp(%n)
+  return %e
+})");
+  REQUIRE(g);
+  const std::string before = ir::print(**g);
+  passes::PassContext ctx;
+  REQUIRE(passes::PassManager::parse("cse,fuse").run(**g, ctx));
+  REQUIRE(ctx.fusion != nullptr);
+  CHECK(ctx.fusion->groups.size() == 1);
+  CHECK(ctx.fusion->groups[0].nodes.size() == 2);
+  CHECK(ir::print(**g) == before); // an analysis: the graph is as it was
+  passes::PassContext again;
+  Expected<void> r = passes::PassManager::parse("fuse,dce").run(**g, again);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message(), Catch::Contains("pass 'dce' after 'fuse'"));
 }
 
 TEST_CASE("pass manager: pass lists parse in order and short names alias", "[passes]") {

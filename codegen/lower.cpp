@@ -1,0 +1,241 @@
+// The lowering pipeline, stage by stage (the list is lower() below).
+#include "codegen/lower.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "codegen/build_plan.h"
+#include "codegen/cache.h"
+#include "codegen/cpu/jit_target.h"
+#include "codegen/lower_group.h"
+#include "codegen/target.h"
+#include "ir/printer.h"
+#include "passes/fusion.h"
+#include "passes/passes.h"
+
+namespace kiln::codegen {
+
+std::string_view stage_name(Stage s) {
+  switch (s) {
+  case Stage::simplified: return "simplified";
+  case Stage::fused: return "fused";
+  case Stage::kernels: return "kernels";
+  case Stage::source: return "source";
+  case Stage::plan: return "plan";
+  }
+  return "?";
+}
+
+std::optional<Stage> parse_stage(std::string_view name) {
+  if (name == "llvm") return Stage::source;
+  for (Stage s : {Stage::simplified, Stage::fused, Stage::kernels, Stage::source, Stage::plan})
+    if (name == stage_name(s)) return s;
+  return std::nullopt;
+}
+
+std::string CompiledGraph::times_str() const {
+  std::string s;
+  for (const StageTime& t : times) {
+    char ms[32];
+    std::snprintf(ms, sizeof ms, " %.2f ms", t.ms);
+    s += (s.empty() ? "" : "; ") + std::string(t.stage) + ms;
+    if (!t.summary.empty()) s += " (" + t.summary + ")";
+  }
+  return s;
+}
+
+namespace {
+
+/// Times the stages and prints the texts asked for.
+class Stages {
+public:
+  Stages(const LowerOptions& o, CompiledGraph& out) : o_(o), out_(out) {}
+
+  /// Runs one stage; the summary describes its result for the log.
+  template <typename F> auto run(std::string_view name, F&& stage) {
+    auto start = std::chrono::steady_clock::now();
+    auto result = stage();
+    out_.times.push_back(
+        {name,
+         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+             .count(),
+         {}});
+    return result;
+  }
+  void summary(std::string s) { out_.times.back().summary = std::move(s); }
+
+  bool printing(Stage s) const {
+    return o_.print &&
+           std::find(o_.print_stages.begin(), o_.print_stages.end(), s) != o_.print_stages.end();
+  }
+  /// Prints a stage's text when asked for; whether the pipeline goes on after it.
+  template <typename F> bool done(Stage s, F&& text) {
+    if (printing(s)) o_.print(s, text());
+    return s >= o_.stop_after;
+  }
+
+private:
+  const LowerOptions& o_;
+  CompiledGraph& out_;
+};
+
+std::string fused_text(const passes::FusionResult& fusion) {
+  std::string s;
+  for (const std::string& line : fusion.log)
+    s += line + "\n";
+  return s;
+}
+
+std::string kernels_text(std::span<const ir::kernel::Kernel> kernels,
+                         std::span<const Schedule> schedules) {
+  std::string s;
+  for (size_t k = 0; k < kernels.size(); ++k)
+    s += "// schedule " + schedules[k].str() + "\n" + kernels[k].str();
+  return s;
+}
+
+std::string plan_text(const CompiledGraph& cg) {
+  std::string s;
+  const Plan& plan = cg.plan;
+  for (size_t k = 0; k < plan.steps().size(); ++k) {
+    const Plan::Step& st = plan.steps()[k];
+    s += "step " + std::to_string(k) + ": ";
+    if (st.kernel >= 0) {
+      const Plan::KernelCall& call = plan.kernels()[static_cast<size_t>(st.kernel)];
+      s += "kernel " + std::to_string(st.kernel) + ", " + std::to_string(call.rows) + " rows";
+    } else {
+      s += "call " + std::string(op_name(st.op));
+      if (st.epilogue) s += " + " + st.epilogue->str();
+    }
+    s += "\n";
+  }
+  if (!cg.fallback.empty()) s += "fallback: " + cg.fallback + "\n";
+  return s + "memory " + plan.memory_plan().str() + "\n";
+}
+
+/// The cache key of an object: everything it depends on, in full.
+std::string object_key(const Target& target, std::span<const ir::kernel::Kernel> kernels,
+                       std::span<const Schedule> schedules) {
+  std::string key = "kiln object v1\nkiln ";
+  key += KILN_VERSION_STRING;
+  key += "\nbuild ";
+  key += build_id().empty() ? std::string(__DATE__ " " __TIME__) : build_id();
+  key += "\n" + target.identity();
+  for (size_t k = 0; k < kernels.size(); ++k)
+    key += "schedule " + schedules[k].str() + "\n" + kernels[k].str();
+  return key;
+}
+
+struct Emitted {
+  Expected<LoadedCode> code;
+  bool cache_hit = false;
+};
+
+/// The object from the on-disk cache, or compiled by the target and stored; then loaded.
+Emitted emit(const Target& target, std::span<const ir::kernel::Kernel> kernels,
+             std::span<const Schedule> schedules) {
+  const std::string key = object_key(target, kernels, schedules);
+  const DiskCache& cache = DiskCache::global();
+  std::optional<std::string> object = cache.load(key);
+  if (object && !target.check(*object)) object.reset(); // a corrupt object is a miss
+  const bool hit = object.has_value();
+  if (!hit) {
+    Expected<std::string> compiled = target.compile(kernels, schedules);
+    if (!compiled) return {compiled.error(), false};
+    cache.store(key, *compiled);
+    object = std::move(*compiled);
+  }
+  return {target.load(*object, kernels), hit};
+}
+
+} // namespace
+
+Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptions& options) {
+  const Target& target = options.target ? *options.target : cpu::jit_target();
+  CompiledGraph out;
+  Stages stages(options, out);
+
+  // simplify: ir::Graph -> ir::Graph.
+  KILN_ASSERT(!options.fusion || !options.simplify, "a given fusion of a graph to simplify");
+  out.graph = std::move(graph);
+  const std::vector<const ir::Value*> traced_inputs(out.graph->inputs().begin(),
+                                                    out.graph->inputs().end());
+  if (options.simplify) {
+    Expected<void> ok = stages.run("simplify", [&] {
+      passes::PassContext ctx;
+      ctx.log_passes = options.log_passes;
+      return passes::default_pipeline().run(*out.graph, ctx);
+    });
+    if (!ok) return ok.error();
+    stages.summary(std::to_string(out.graph->num_nodes()) + " nodes");
+  }
+  std::vector<size_t> input_map; // the simplified graph's inputs among the traced ones
+  for (const ir::Value* in : out.graph->inputs())
+    input_map.push_back(static_cast<size_t>(
+        std::find(traced_inputs.begin(), traced_inputs.end(), in) - traced_inputs.begin()));
+  if (stages.done(Stage::simplified, [&] { return ir::print(*out.graph); })) return out;
+
+  if (!options.generate_code) {
+    stages.run("plan", [&] { return (build_interpreted_plan(out, input_map), 0); });
+    stages.done(Stage::plan, [&] { return plan_text(out); });
+    return out;
+  }
+
+  // fuse: ir::Graph -> FusionResult.
+  const passes::FusionResult fusion = stages.run(
+      "fuse", [&] { return options.fusion ? *options.fusion : passes::fuse(*out.graph); });
+  stages.summary(std::to_string(fusion.groups.size()) + " groups, " +
+                 std::to_string(fusion.library_calls.size()) + " library calls");
+  if (stages.done(Stage::fused, [&] { return fused_text(fusion); })) return out;
+
+  // lower: FusionGroup -> Kernel, each with the graph values its buffers bind.
+  const std::vector<LoweredGroup> lowered = stages.run("lower", [&] {
+    std::vector<LoweredGroup> v;
+    for (size_t g = 0; g < fusion.groups.size(); ++g)
+      v.push_back(lower_group(fusion.groups[g], "kiln_k" + std::to_string(g)));
+    return v;
+  });
+  std::vector<ir::kernel::Kernel> kernels;
+  for (const LoweredGroup& lg : lowered)
+    kernels.push_back(lg.kernel);
+
+  // schedule: Kernel -> Schedule.
+  const std::vector<Schedule> schedules = stages.run("schedule", [&] {
+    std::vector<Schedule> v;
+    for (const ir::kernel::Kernel& k : kernels)
+      v.push_back(choose_schedule(k, target.vector_bytes(), options.schedule));
+    return v;
+  });
+  if (stages.done(Stage::kernels, [&] { return kernels_text(kernels, schedules); })) return out;
+  if (stages.done(Stage::source, [&] { return target.source(kernels, schedules); })) return out;
+
+  // emit: kernels -> loaded code, from the cache or the target.
+  std::vector<KernelEntry> entries;
+  if (!kernels.empty()) {
+    Emitted emitted = stages.run("emit", [&] { return emit(target, kernels, schedules); });
+    stages.summary(std::string(target.name()) + (emitted.cache_hit ? ", cache hit" : ", compiled"));
+    if (!emitted.code) {
+      // What the target cannot compile runs on the interpreter.
+      out.fallback = emitted.code.error().message();
+      stages.run("plan", [&] { return (build_interpreted_plan(out, input_map), 0); });
+      stages.done(Stage::plan, [&] { return plan_text(out); });
+      return out;
+    }
+    out.cache_hit = emitted.cache_hit;
+    out.code = emitted.code->library;
+    entries = emitted.code->entries;
+  }
+
+  // plan: everything -> the runtime Plan.
+  stages.run("plan", [&] {
+    build_fused_plan(out, input_map, fusion, lowered, schedules, entries);
+    return 0;
+  });
+  stages.summary(std::to_string(out.plan.steps().size()) + " steps, " +
+                 out.plan.memory_plan().str());
+  stages.done(Stage::plan, [&] { return plan_text(out); });
+  return out;
+}
+
+} // namespace kiln::codegen

@@ -1,0 +1,146 @@
+// Groups: membership, merging and the legality questions fusion asks of groups.
+#include "passes/fusion_groups.h"
+
+#include <algorithm>
+#include <iterator>
+
+#include "runtime/ops/op.h"
+
+namespace kiln::passes {
+
+using ir::kernel::Domain;
+using ir::kernel::is_view;
+
+Groups::Groups(const ir::Graph& g)
+    : nodes_(g.node_list()), numbering_(g), member_(nodes_.size(), 0), sets_(nodes_.size()) {
+  for (size_t k = 0; k < nodes_.size(); ++k)
+    pos_[nodes_[k]] = static_cast<int>(k);
+}
+
+std::string Groups::label(const ir::Node* x) const {
+  std::string s = "%";
+  s += std::to_string(numbering_[x->output()]);
+  s += ' ';
+  s += x->name();
+  return s;
+}
+
+void Groups::add(int p) {
+  const ir::Node* x = node(p);
+  member_[static_cast<size_t>(p)] = 1;
+  members_[p] = {p};
+  domain_[p] = Domain::of(*x);
+  costly_[p] = op_traits(x->op()).costly;
+}
+
+void Groups::merge(int a, int b, Domain merged) {
+  const int root = static_cast<int>(sets_.unite(static_cast<size_t>(a), static_cast<size_t>(b)));
+  const int other = root == a ? b : a;
+  std::vector<int>& into = members_.at(root);
+  std::vector<int> from = std::move(members_.at(other));
+  std::vector<int> all;
+  all.reserve(into.size() + from.size());
+  std::merge(into.begin(), into.end(), from.begin(), from.end(), std::back_inserter(all));
+  into = std::move(all);
+  domain_[root] = std::move(merged);
+  costly_[root] = costly_.at(root) || costly_.at(other);
+  members_.erase(other);
+  domain_.erase(other);
+  costly_.erase(other);
+}
+
+void Groups::readers(const ir::Value* v, std::vector<const ir::Node*>& out, bool& escapes) {
+  for (const ir::Use& u : v->uses()) {
+    if (u.kind != ir::Use::Kind::operand) {
+      escapes = true;
+      continue;
+    }
+    if (is_view(u.user))
+      readers(u.user->output(), out, escapes);
+    else
+      out.push_back(u.user);
+  }
+}
+
+// The search walks from the members of one group toward the other (forward along uses, or
+// backward along operands). A state is (position, whether the path so far passed a step
+// outside both groups): views are index maps, not steps, but a view reached from outside is
+// part of the path. A third group is one kernel: reaching any member of it reaches all of
+// it, since each of its results may depend on each of its operands.
+bool Groups::path(int from, int to, bool forward) {
+  const int bound = forward ? members(to).back() : members(from).front();
+  const int start = forward ? from : to, goal = forward ? to : from;
+  std::vector<char> seen(static_cast<size_t>(2 * size()), 0);
+  std::vector<int> expanded; // third groups reached
+  std::vector<std::pair<int, bool>> stack;
+  auto push = [&](int p, bool outside) {
+    const size_t key = static_cast<size_t>(2 * p + (outside ? 1 : 0));
+    if (seen[key]) return;
+    seen[key] = 1;
+    stack.push_back({p, outside});
+  };
+  // Reaching node y; true when that closes a path through an outside step.
+  auto visit = [&](const ir::Node* y, bool outside) {
+    const int p = pos(y);
+    if (forward ? p > bound : p < bound) return false; // positions are a topological order
+    if (member(y)) {
+      const int g = find(p);
+      if (g == goal) return outside;
+      if (g == start) return false;
+      if (std::find(expanded.begin(), expanded.end(), g) != expanded.end()) return false;
+      expanded.push_back(g);
+      for (int m : members(g))
+        push(m, true);
+      return false;
+    }
+    push(p, outside || !is_view(y));
+    return false;
+  };
+  auto step = [&](const ir::Node* x, bool outside) {
+    if (forward) {
+      for (const ir::Value* o : x->outputs())
+        for (const ir::Use& u : o->uses())
+          if (u.user && visit(u.user, outside)) return true;
+    } else {
+      for (const ir::Value* v : x->inputs())
+        if (v->producer() && visit(v->producer(), outside)) return true;
+    }
+    return false;
+  };
+  for (int m : members(start))
+    if (step(node(m), false)) return true;
+  while (!stack.empty()) {
+    auto [p, outside] = stack.back();
+    stack.pop_back();
+    if (step(node(p), outside)) return true;
+  }
+  return false;
+}
+
+bool Groups::would_cycle(int a, int b) {
+  // Each path is searched from the smaller side: merging a chain into a growing group then
+  // costs the new member's neighbourhood, not the group.
+  auto path_between = [&](int from, int to) {
+    return path(from, to, members(from).size() <= members(to).size());
+  };
+  return path_between(a, b) || path_between(b, a);
+}
+
+bool Groups::only_output_is(int grp, const ir::Node* p, const ir::Node* consumer) {
+  const int cg = group_of(consumer);
+  for (int k : members(grp)) {
+    const ir::Node* m = node(k);
+    std::vector<const ir::Node*> rs;
+    bool escapes = false;
+    readers(m->output(), rs, escapes);
+    if (escapes) return false;
+    for (const ir::Node* r : rs) {
+      const bool inside = member(r) && group_of(r) == grp;
+      const bool in_consumer = member(r) && group_of(r) == cg;
+      if (m == p ? !(inside || in_consumer) : !inside) return false;
+    }
+  }
+  return true;
+}
+
+} // namespace kiln::passes
