@@ -55,6 +55,13 @@ Range range_of(const Index& ix, std::span<const int64_t> extents) {
   return r;
 }
 
+/// "v2" or "v2..v4": the variables [from, to).
+std::string var_span(int from, int to) {
+  std::string s = "v" + std::to_string(from);
+  if (to - from > 1) s += "..v" + std::to_string(to - 1);
+  return s;
+}
+
 bool is_arg_reduction(Op op) { return op == Op::argmax || op == Op::argmin; }
 
 bool is_loop_reduction(Op op) {
@@ -343,8 +350,9 @@ private:
     for (const auto& [c, t] : ix.terms()) {
       if (t.kind == Term::Kind::var) {
         if (t.var < 0 || t.var >= k_.num_vars())
-          return fail_instr(id, "index ", whole, " uses v", t.var, " but the kernel has ",
-                            k_.num_vars(), " variables");
+          return fail_instr(
+              id, "index ", whole, " uses v", t.var, ", not a variable of the kernel (",
+              k_.num_vars() == 0 ? std::string("it has none") : var_span(0, k_.num_vars()), ")");
         if (loop < 0 && t.var >= n_outer)
           return fail_instr(id, "index ", whole, " uses the inner variable v", t.var,
                             " outside a loop");
@@ -441,8 +449,8 @@ private:
       if (in.arg_var < n_outer || in.arg_var >= k_.num_vars()) {
         if (k_.inner.empty())
           return fail_instr(id, "needs an inner variable to go along, and the kernel has none");
-        return fail_instr(id, "goes along v", in.arg_var, ", not an inner variable (v", n_outer,
-                          "..v", k_.num_vars() - 1, ")");
+        return fail_instr(id, "goes along v", in.arg_var, ", not an inner variable (",
+                          var_span(n_outer, k_.num_vars()), ")");
       }
       return true;
     }
