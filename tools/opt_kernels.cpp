@@ -2,9 +2,8 @@
 // run them on given or generated inputs and print their output buffers (`--run`).
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <iostream>
-#include <sstream>
+#include <memory>
 #include <string>
 #include <unordered_set>
 #include <vector>

@@ -5,7 +5,6 @@
 #include <bit>
 #include <charconv>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <unordered_map>
 #include <utility>
@@ -462,8 +461,9 @@ private:
   }
 
   /// `constant DEC [(0xBITS)] [iINT]`: the bits are authoritative (the printer writes all
-  /// three); without them the decimal gives the value, and without the i-form the value
-  /// converted to i64 as eager code converts (NaN to 0, saturating) gives ivalue.
+  /// three); without them the decimal gives the value, rounded to the dtype's precision, and
+  /// without the i-form the value converted to i64 as eager code converts (NaN to 0,
+  /// saturating) gives ivalue.
   void constant(Instr& in) {
     const Token& dec = peek();
     if (dec.kind != Tok::number && !is_ident("nan") && !is_ident("inf"))
@@ -472,8 +472,9 @@ private:
     if (parse_double(dec.text, written) != LiteralStatus::ok)
       fail(dec, "number " + dec.text + " out of range for f64");
     next();
-    in.value = written;
-    if (is_punct('(')) {
+    if (!is_punct('(')) {
+      in.value = decimal_value(dec, written, in.dtype);
+    } else {
       next();
       const Token& bits_tok = peek();
       if (bits_tok.kind != Tok::hex) expected("the value's bits '0x...'");
@@ -503,6 +504,22 @@ private:
     } else {
       in.ivalue = to_i64(in.value);
     }
+  }
+
+  /// A decimal read in a float dtype's precision as the graph parser reads literals (f32 by
+  /// from_chars(float), f16/bf16 through float, rounded to nearest even; a finite decimal
+  /// beyond the dtype is an error); other dtypes keep the f64 value.
+  double decimal_value(const Token& dec, double written, DType t) const {
+    if (t != DType::f32 && t != DType::f16 && t != DType::bf16) return written;
+    float f = 0;
+    if (parse_float(dec.text, f) != LiteralStatus::ok)
+      fail(dec, "number " + dec.text + " out of range for f32");
+    const float r = t == DType::f16    ? static_cast<float>(Half(f))
+                    : t == DType::bf16 ? static_cast<float>(BFloat16(f))
+                                       : f;
+    if (std::isfinite(f) && !std::isfinite(r))
+      fail(dec, "number " + dec.text + " out of range for " + std::string(dtype_name(t)));
+    return r;
   }
 
   static int64_t to_i64(double v) {

@@ -139,9 +139,15 @@ TEST_CASE("kernel parser: constants keep their exact bits and integer value",
   CHECK(k.instrs[3].ivalue == std::numeric_limits<int64_t>::max() - 1);
   // Without bits and i-form the decimal gives both; the printer writes the full form.
   CHECK(k.instrs[4].value == 1e-300);
-  CHECK(k.str().find("%4:f64 = constant 1e-300 (0x01a56e1fc2f8f359) i0") !=
-        std::string::npos);
+  CHECK(k.str().find("%4:f64 = constant 1e-300 (0x01a56e1fc2f8f359) i0") != std::string::npos);
   CHECK(parsed(k.str()).str() == k.str());
+  // A decimal without bits is read in its dtype's precision.
+  Kernel r = parsed("kernel r outer[] inner[]\n  buffer out0:f16 out extent 1\n"
+                    "  %0:f32 = constant 0.1\n  %1:f16 = constant 0.1\n"
+                    "  %2:f16 = store out0[0], %1\n");
+  CHECK(r.instrs[0].value == static_cast<double>(0.1f));
+  CHECK(r.instrs[1].value == static_cast<double>(static_cast<float>(Half(0.1f))));
+  CHECK(verify(r));
 }
 
 TEST_CASE("kernel parser: index expressions round-trip in every form", "[ir][kernel][parser]") {
@@ -456,7 +462,7 @@ TEST_CASE("kernel verifier: dtypes agree, conversions are explicit", "[ir][kerne
                            "are explicit casts)");
   // Constants hold values of their dtype.
   k = parsed("kernel c outer[] inner[]\n  buffer out0:f16 out extent 1\n"
-             "  %0:f16 = constant 65520\n  %1:f16 = store out0[0], %0\n");
+             "  %0:f16 = constant 65520 (0x40effe0000000000)\n  %1:f16 = store out0[0], %0\n");
   CHECK(verify_error(k) == "kernel c: %0 = constant: value 65520 is not a f16 value");
   k.instrs[0].dtype = DType::bool_;
   k.instrs[0].ivalue = 2;
