@@ -569,15 +569,16 @@ private:
     return r;
   }
 
+  /// Adds coef·term (term: one term of coefficient 1, as atom() gives) to r; a term already
+  /// there is an error (and is not summed, which could overflow).
   void add_term(Index& r, int64_t coef, const Index& term, const Token& at) {
     if (coef == 0) fail(at, "a term with coefficient 0");
-    const size_t before = r.terms().size();
-    const Index one = term * coef;
-    r = r + one;
-    if (r.terms().size() != before + 1)
-      fail(at, "term " + term.str() +
-                   " appears twice in one index expression (write it once, with the summed "
-                   "coefficient)");
+    for (const auto& [c, t] : r.terms())
+      if (t == term.terms().front().second)
+        fail(at, "term " + term.str() +
+                     " appears twice in one index expression (write it once, with the summed "
+                     "coefficient)");
+    r = r + term * coef;
   }
 
   /// `vN` or `(index / D)` or `(index % D)`, D >= 2: one term with coefficient 1.

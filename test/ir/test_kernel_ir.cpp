@@ -240,6 +240,10 @@ TEST_CASE("kernel parser: errors name the file, line and column", "[ir][kernel][
         "but %0 is not");
   CHECK(parse_error("kernel k outer[] inner[]\n  %99999999999:f32 = constant 1\n") ==
         "t.kir:2:3: error: instruction id 99999999999 out of range");
+  CHECK(parse_error("kernel k outer[4] inner[]\n  buffer b:f32 in extent 4\n"
+                    "  %0:f32 = load b[9223372036854775807*v0 + 9223372036854775807*v0]\n") ==
+        "t.kir:3:44: error: term v0 appears twice in one index expression (write it once, with "
+        "the summed coefficient)");
   std::string deep = "kernel k outer[] inner[]\n  buffer b:f32 in extent 4\n  %0:f32 = load b[";
   for (int i = 0; i < 40; ++i)
     deep += "(";
