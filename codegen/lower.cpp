@@ -10,6 +10,7 @@
 #include "codegen/cpu/jit_target.h"
 #include "codegen/lower_group.h"
 #include "codegen/target.h"
+#include "ir/kernel/verifier.h"
 #include "ir/printer.h"
 #include "passes/fusion.h"
 #include "passes/passes.h"
@@ -192,8 +193,13 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
   // lower: FusionGroup -> Kernel, each with the graph values its buffers bind.
   const std::vector<LoweredGroup> lowered = stages.run("lower", [&] {
     std::vector<LoweredGroup> v;
-    for (size_t g = 0; g < fusion.groups.size(); ++g)
+    for (size_t g = 0; g < fusion.groups.size(); ++g) {
       v.push_back(lower_group(fusion.groups[g], "kiln_k" + std::to_string(g)));
+      // A kernel the verifier rejects is a lowering bug, never the user's.
+      if (Expected<void> ok = ir::kernel::verify(v.back().kernel); !ok)
+        KILN_UNREACHABLE("lowering made an invalid kernel: " + ok.error().message() + "\n" +
+                         v.back().kernel.str());
+    }
     return v;
   });
   std::vector<ir::kernel::Kernel> kernels;

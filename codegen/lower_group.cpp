@@ -263,6 +263,9 @@ private:
         return constant(d, iv, dt);
       }
       Instr in = access(Instr::Kind::load, v, idx);
+      // An empty input is read at no point of the domain, but a load of it at outer level
+      // (its index may use no inner variable) would run once per outer point, past its end.
+      if (k_.buffers[static_cast<size_t>(in.buffer)].extent == 0) return constant(0, 0, dt);
       bool dep = uses_inner(in.index);
       return add(std::move(in), dep);
     }

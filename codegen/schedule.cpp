@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <vector>
 
 #include "runtime/error.h"
 #include "runtime/parallel.h"
@@ -29,6 +30,73 @@ std::string Schedule::str() const {
                   " grain=" + std::to_string(grain);
   if (threads > 0) s += " threads=" + std::to_string(threads);
   return s;
+}
+
+Expected<Schedule> parse_schedule(std::string_view text) {
+  Schedule s;
+  const std::string whole(text);
+  auto bad = [&](std::string_view item, const std::string& why) {
+    return Error::without_location("schedule '" + whole + "': '" + std::string(item) + "' " + why);
+  };
+  std::vector<std::string_view> seen;
+  while (!text.empty()) {
+    const size_t space = text.find_first_of(" \t");
+    const std::string_view item = text.substr(0, space);
+    text = space == std::string_view::npos ? std::string_view() : text.substr(space + 1);
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos) return bad(item, "is not KEY=VALUE");
+    const std::string_view key = item.substr(0, eq);
+    const std::string_view value = item.substr(eq + 1);
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) return bad(item, "repeats a key");
+    seen.push_back(key);
+    if (key == "vector") {
+      if (value == "none")
+        s.vector = Schedule::Vector::none;
+      else if (value == "outer")
+        s.vector = Schedule::Vector::outer;
+      else if (value == "inner")
+        s.vector = Schedule::Vector::inner;
+      else
+        return bad(item, "is not none, outer or inner");
+      continue;
+    }
+    int64_t n = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (ec != std::errc() || end != value.data() + value.size() || n < 0 || n > (int64_t{1} << 40))
+      return bad(item, "does not give a number in [0, 2^40]");
+    if (key == "lanes") {
+      if (n < 1 || n > 16 || (n & (n - 1)) != 0) return bad(item, "is not 1, 2, 4, 8 or 16");
+      s.lanes = static_cast<int>(n);
+    } else if (key == "unroll") {
+      if (n < 1 || n > 16) return bad(item, "is not in 1..16");
+      s.unroll = static_cast<int>(n);
+    } else if (key == "block" || key == "grain") {
+      if (n < 1) return bad(item, "is not at least 1");
+      (key == "block" ? s.block : s.grain) = n;
+    } else if (key == "threads") {
+      if (n > 1024) return bad(item, "is more than 1024");
+      s.threads = static_cast<int>(n);
+    } else {
+      return bad(item, "has an unknown key (keys: vector, lanes, unroll, block, grain, threads)");
+    }
+  }
+  return s;
+}
+
+Expected<void> check_schedule(const Schedule& s, const Kernel& k) {
+  if (s.vector == Schedule::Vector::outer && k.outer.empty())
+    return Error::without_location("schedule " + s.str() + ": vector=outer needs an outer " +
+                                   "variable, and kernel " + k.name + " has none");
+  if (s.vector != Schedule::Vector::inner) return {};
+  if (k.inner.empty())
+    return Error::without_location("schedule " + s.str() + ": vector=inner needs an inner " +
+                                   "variable, and kernel " + k.name + " has none");
+  for (const Instr& in : k.instrs)
+    if (in.kind == Instr::Kind::reduce && (in.op == Op::argmax || in.op == Op::argmin))
+      return Error::without_location("schedule " + s.str() + ": vector=inner cannot run the " +
+                                     std::string(op_name(in.op)) + " of kernel " + k.name);
+  return {};
 }
 
 std::string ScheduleOverride::str() const {

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "ir/kernel/kernel.h"
+#include "runtime/error.h"
 
 namespace kiln::codegen {
 
@@ -31,6 +32,17 @@ struct Schedule {
   int64_t rows(const ir::kernel::Kernel& k) const;
   std::string str() const;
 };
+
+/// Parses Schedule::str()'s form, "vector=inner lanes=8 unroll=4 block=1 grain=16" (space-
+/// separated KEY=VALUE in any order; a field not given keeps Schedule's default): vector none,
+/// outer or inner; lanes 1, 2, 4, 8 or 16; unroll 1..16; block and grain >= 1; threads >= 0.
+/// The error names the text and the bad field.
+Expected<Schedule> parse_schedule(std::string_view text);
+
+/// Whether code generation can run kernel k under s: outer vector code needs an outer
+/// variable, inner vector code an inner one and no argmax/argmin (their index accumulators
+/// are per outer lane). The error says why not.
+Expected<void> check_schedule(const Schedule& s, const ir::kernel::Kernel& k);
 
 /// Fields fixed from outside instead of by the heuristic: by tests that run every vector
 /// width and thread count the host can execute, by `kiln` commands, later by the autotuner.

@@ -1,9 +1,11 @@
 // The kiln subcommands: each is a function over its own arguments returning an exit code.
 #pragma once
 
+#include <iosfwd>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kiln::tools {
 
@@ -12,8 +14,28 @@ namespace kiln::tools {
 bool read_text(const std::string& path, std::string& text, std::string& why);
 
 /// `kiln opt FILE.kir|- [--passes=a,b] [-o OUT] [--verify-each] [--print-after-all]
-/// [--no-verify] [--format kir|dot|mlir]`: parse, verify, run passes, print.
+/// [--no-verify] [--format kir|dot|mlir] [--kernel] [--run] [--input NAME=v,v,...]...`: parse,
+/// verify, run passes, print; on loop IR (ir::kernel::is_kernel_text, or --kernel) parse,
+/// verify and print the kernels, or with --run execute them (opt_kernels).
 int opt_main(std::span<const std::string_view> args);
+
+/// What `kiln opt` does with loop IR.
+struct KernelOptOptions {
+  bool verify = true; // --no-verify turns it off, except under --run
+  bool run = false;
+  /// "NAME=v,v,..." (--input): the initial contents of every kernel buffer named NAME.
+  std::vector<std::string> inputs;
+};
+
+/// The loop-IR half of `kiln opt`: parses every kernel of `text` (with its schedule line),
+/// verifies it and prints it as Kernel::str() does, after a "// schedule ..." line where the
+/// kernel had one. With `run`, compiles the kernels with the CPU JIT under their schedules
+/// (the heuristic's where none is given) and runs each over all its rows on the calling
+/// thread: input buffers hold their --input values, else element i holds i (bools: i odd);
+/// output buffers start as zeros. Prints "// kernel NAME" and then "OUT = [v, ...]" per output
+/// buffer (%.9g for f32/f16/bf16, %.17g for f64). Errors go to stderr; returns the exit code.
+int opt_kernels(const std::string& text, const std::string& file, const KernelOptOptions& o,
+                std::ostream& out);
 
 /// `kiln zoo [--plugin LIB.so]...`: lists every model known by name (the zoo and each
 /// plugin's) with its default input and summary.

@@ -8,9 +8,11 @@
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "codegen/lower.h"
 #include "ir/dot.h"
+#include "ir/kernel/parser.h"
 #include "ir/mlir.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -57,17 +59,30 @@ namespace {
 constexpr const char* kOptUsage =
     "usage: kiln opt FILE.kir|- [--passes=a,b,c] [-o OUT] [--verify-each] [--print-after-all]\n"
     "                [--no-verify] [--format kir|dot|mlir] [--print=fused|kernels|llvm|plan]\n"
+    "       kiln opt FILE.kir|- [--kernel] [--run [--input NAME=v,v,...]...] [-o OUT]\n"
     "  Parses FILE (- for stdin), verifies it, runs the passes in order and prints the result.\n"
+    "  Loop IR (kernels, as `kiln dump --stage kernels` prints them: the first line that is\n"
+    "  not blank or a // comment starts with `kernel` or `schedule`, or a `// schedule` line\n"
+    "  comes first) is parsed, verified and printed back; passes do not apply to it. Its\n"
+    "  grammar and the verifier's rules: docs/ir.md, \"The loop IR\".\n"
     "  --passes=LIST      comma-separated pass names (see --list-passes)\n"
     "  -o OUT             write the result to OUT instead of stdout\n"
     "  --verify-each      run the verifier after every pass\n"
     "  --print-after-all  print the IR to stderr after every pass\n"
-    "  --no-verify        do not verify the input\n"
+    "  --no-verify        do not verify the input (--run verifies kernels anyway)\n"
     "  --format F         output kir (default), dot (Graphviz) or mlir\n"
     "  --print=S          after the passes, whose last must be `fuse`, print stage S of the\n"
     "                     lowering instead of the graph: fused (the fusion log), kernels (the\n"
     "                     loop IR with schedules), llvm (the LLVM IR), plan (the steps)\n"
-    "  --list-passes      list the known passes and exit\n";
+    "  --list-passes      list the known passes and exit\n"
+    "  --kernel           read FILE as loop IR whatever it starts with\n"
+    "  --run              (loop IR) compile the kernels with the CPU JIT, each under its\n"
+    "                     schedule line or else the heuristic's, run them and print each\n"
+    "                     output buffer as `NAME = [v, ...]` (%.9g for f32/f16/bf16, %.17g\n"
+    "                     for f64) after a `// kernel NAME` line\n"
+    "  --input NAME=v,... (with --run; repeatable) the contents of every buffer NAME, one\n"
+    "                     value per element of its extent; an input buffer not given holds\n"
+    "                     its element index i (bool: i odd), an output starts as zeros\n";
 
 struct OptOptions {
   std::string input;
@@ -78,6 +93,9 @@ struct OptOptions {
   bool verify_each = false;
   bool print_after_all = false;
   bool verify_input = true;
+  bool kernel = false;
+  bool run = false;
+  std::vector<std::string> inputs;
 };
 
 int usage_error(const std::string& msg) {
@@ -94,6 +112,21 @@ std::string located(const std::string& file, const ir::ParsedModule& m, const ir
     if (auto it = m.lines.find(node); it != m.lines.end()) os << ':' << it->second;
   os << ": error: " << msg;
   return os.str();
+}
+
+/// Prints the result to stdout, or writes it to `path`; the exit code.
+int write_result(const std::string& path, const std::string& text) {
+  if (path.empty()) {
+    std::cout << text;
+    return 0;
+  }
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+  if (!f.flush()) {
+    std::cerr << "kiln opt: cannot write '" << path << "'\n";
+    return 1;
+  }
+  return 0;
 }
 
 } // namespace
@@ -125,12 +158,20 @@ int opt_main(std::span<const std::string_view> args) {
     if (value("--passes", o.passes) || value("-o", o.output) || value("--format", o.format) ||
         value("--print", o.print))
       continue;
+    if (std::string input; value("--input", input)) {
+      o.inputs.push_back(std::move(input));
+      continue;
+    }
     if (a == "--verify-each") {
       o.verify_each = true;
     } else if (a == "--print-after-all") {
       o.print_after_all = true;
     } else if (a == "--no-verify") {
       o.verify_input = false;
+    } else if (a == "--kernel") {
+      o.kernel = true;
+    } else if (a == "--run") {
+      o.run = true;
     } else if (a == "-" || !a.starts_with("-")) {
       if (!o.input.empty()) return usage_error("more than one input file");
       o.input = a;
@@ -164,6 +205,16 @@ int opt_main(std::span<const std::string_view> args) {
     return 1;
   }
   const std::string file = o.input == "-" ? "<stdin>" : o.input;
+  if (o.kernel || ir::kernel::is_kernel_text(text)) {
+    if (!o.passes.empty()) return usage_error("--passes applies to graphs, not to loop IR");
+    if (o.format != "kir") return usage_error("loop IR prints only as kir");
+    if (!o.inputs.empty() && !o.run) return usage_error("--input needs --run");
+    std::ostringstream kout;
+    const int rc = opt_kernels(text, file, {o.verify_input, o.run, o.inputs}, kout);
+    if (rc != 0) return rc;
+    return write_result(o.output, kout.str());
+  }
+  if (o.run || !o.inputs.empty()) return usage_error("--run and --input apply to loop IR");
   Expected<ir::ParsedModule> parsed = ir::parse_module(text, file);
   if (!parsed) {
     std::cerr << parsed.error().message() << "\n";
@@ -221,17 +272,7 @@ int opt_main(std::span<const std::string_view> args) {
     return 1;
   }
 
-  if (o.output.empty()) {
-    std::cout << out.str();
-    return 0;
-  }
-  std::ofstream f(o.output, std::ios::binary | std::ios::trunc);
-  f << out.str();
-  if (!f.flush()) {
-    std::cerr << "kiln opt: cannot write '" << o.output << "'\n";
-    return 1;
-  }
-  return 0;
+  return write_result(o.output, out.str());
 }
 
 } // namespace kiln::tools

@@ -95,7 +95,9 @@ void print_instr(std::ostream& os, const Kernel& k, int id) {
     // Bit-exact: the cache key must tell 0.0 from -0.0 and every NaN payload apart.
     uint64_t bits;
     std::memcpy(&bits, &in.value, sizeof bits);
-    char buf[64];
+    // Up to 24 + 21 + 22 characters: 64 cut off the i-form of large integers (two i64
+    // constants near 2^63 printed, and keyed, alike).
+    char buf[128];
     std::snprintf(buf, sizeof buf, "%.17g (0x%016llx) i%lld", in.value,
                   static_cast<unsigned long long>(bits), static_cast<long long>(in.ivalue));
     os << "constant " << buf;

@@ -66,6 +66,64 @@ TEST_CASE("schedule override: bad text is an error naming the item and the keys"
                     Catch::Contains("lanes must be"));
 }
 
+TEST_CASE("schedule text: Schedule::str() parses back, and a bad field is named") {
+  Schedule s;
+  s.vector = Schedule::Vector::inner;
+  s.lanes = 8;
+  s.unroll = 4;
+  s.block = 3;
+  s.grain = 16;
+  s.threads = 2;
+  Expected<Schedule> p = codegen::parse_schedule(s.str());
+  REQUIRE(p);
+  CHECK(p->str() == s.str());
+  CHECK(codegen::parse_schedule("")->str() == Schedule{}.str());
+  CHECK(codegen::parse_schedule("  grain=7   vector=outer ")->str() ==
+        "vector=outer lanes=1 unroll=1 block=1 grain=7");
+  auto error = [](std::string_view text) {
+    Expected<Schedule> r = codegen::parse_schedule(text);
+    return r ? std::string("parsed") : r.error().message();
+  };
+  CHECK(error("lanes=3") == "schedule 'lanes=3': 'lanes=3' is not 1, 2, 4, 8 or 16");
+  CHECK(error("vector=diagonal") ==
+        "schedule 'vector=diagonal': 'vector=diagonal' is not none, outer or inner");
+  CHECK(error("block=0") == "schedule 'block=0': 'block=0' is not at least 1");
+  CHECK(error("unroll=17") == "schedule 'unroll=17': 'unroll=17' is not in 1..16");
+  CHECK(error("lanes=8 lanes=8") == "schedule 'lanes=8 lanes=8': 'lanes=8' repeats a key");
+  CHECK(error("grain=-1") == "schedule 'grain=-1': 'grain=-1' does not give a number in [0, 2^40]");
+  CHECK(error("lanes") == "schedule 'lanes': 'lanes' is not KEY=VALUE");
+  CHECK(error("speed=2") == "schedule 'speed=2': 'speed=2' has an unknown key (keys: vector, "
+                            "lanes, unroll, block, grain, threads)");
+}
+
+TEST_CASE("schedule check: vector code needs its variable, and inner vector code no argmax") {
+  ir::kernel::Kernel k = pointwise_kernel(DType::f32, 16);
+  k.name = "k";
+  Schedule outer;
+  outer.vector = Schedule::Vector::outer;
+  outer.lanes = 8;
+  CHECK(codegen::check_schedule(outer, k));
+  Schedule inner = outer;
+  inner.vector = Schedule::Vector::inner;
+  Expected<void> r = codegen::check_schedule(inner, k);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message() == "schedule vector=inner lanes=8 unroll=1 block=1 grain=1: "
+                               "vector=inner needs an inner variable, and kernel k has none");
+  k.inner = {32};
+  CHECK(codegen::check_schedule(inner, k));
+  k.instrs[0].kind = ir::kernel::Instr::Kind::reduce;
+  k.instrs[0].op = Op::argmin;
+  r = codegen::check_schedule(inner, k);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message() == "schedule vector=inner lanes=8 unroll=1 block=1 grain=1: "
+                               "vector=inner cannot run the argmin of kernel k");
+  k.outer.clear();
+  r = codegen::check_schedule(outer, k);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message() == "schedule vector=outer lanes=8 unroll=1 block=1 grain=1: "
+                               "vector=outer needs an outer variable, and kernel k has none");
+}
+
 TEST_CASE("schedule override: the heuristic takes its lanes, grain and threads") {
   const ir::kernel::Kernel k32 = pointwise_kernel(DType::f32, 100000);
   const ir::kernel::Kernel k64 = pointwise_kernel(DType::f64, 100000);

@@ -2,7 +2,8 @@
 # Builds one of kiln's libFuzzer targets with clang (test/fuzz/CMakeLists.txt) and runs it for a
 # bounded time.
 # usage: run_fuzzer.sh SOURCE_DIR WORK_DIR RUNTIME_LIBRARY [CXX]
-# KILN_FUZZ_TARGET picks the target: parser_fuzzer (default), safetensors_fuzzer, cache_fuzzer.
+# KILN_FUZZ_TARGET picks the target: parser_fuzzer (default), kernel_parser_fuzzer,
+# safetensors_fuzzer, cache_fuzzer.
 # KILN_FUZZ_SECONDS (default 30) bounds the run; KILN_FUZZ_SEED (default 1) fixes libFuzzer's
 # seed, so that a run explores the same inputs in the same order on every machine (a faster
 # one goes further). Exits 77 (CTest's SKIP_RETURN_CODE) when no
@@ -18,6 +19,10 @@ case "$target" in
   parser_fuzzer)
     seeds="$src/test/fuzz/corpus"
     options=(-max_len=4096 -dict="$src/test/fuzz/kir.dict") ;;
+  kernel_parser_fuzzer)
+    # The loop-IR lit tests are the seeds (libFuzzer reads the folder recursively).
+    seeds="$src/test/ir/kernel"
+    options=(-max_len=4096) ;;
   safetensors_fuzzer)
     seeds="$src/test/fuzz/corpus-safetensors"
     options=(-max_len=4096 -dict="$src/test/fuzz/safetensors.dict") ;;
@@ -29,7 +34,8 @@ case "$target" in
     export KILN_FUZZ_LINK=1
     options=(-max_len=16384 -detect_leaks=0 -close_fd_mask=2) ;;
   *)
-    echo "fuzz: unknown target '$target' (parser_fuzzer, safetensors_fuzzer, cache_fuzzer)"
+    echo "fuzz: unknown target '$target' (parser_fuzzer, kernel_parser_fuzzer, safetensors_fuzzer,"
+    echo "cache_fuzzer)"
     exit 2 ;;
 esac
 
