@@ -40,7 +40,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: kiln bench [WORKLOAD|MODEL ...] [--modes M,M,...] [--reps N] [--warmup N]\n"
-    "                  [--json FILE] [--list] [--plugin LIB.so]\n"
+    "                  [--json FILE] [--list] [--plugin LIB.so] [--chain N,N,...]\n"
     "  Runs the benchmark workloads eagerly and compiled in each mode, interleaved, and prints\n"
     "  the median time with its spread (min..max), the speedup over eager, and against the\n"
     "  reference measured in the same run: bandwidth as a share of a STREAM triad for the\n"
@@ -54,7 +54,12 @@ constexpr const char* kUsage =
     "  --warmup N        untimed calls per mode first (default 2; compiled calls trace then)\n"
     "  --json FILE       also write the results as JSON (schema kiln.bench/1)\n"
     "  --list            list the workloads\n"
-    "  Compiles use a fresh kernel cache directory of their own (the user's is left alone).\n";
+    "  --chain N,...     the chain lengths `compile` measures (default 100,200,400,800,1600,3200)\n"
+    "  Compiles use a fresh kernel cache directory of their own (the user's is left alone).\n"
+    "  `compile` measures the gpt's cold and warm first call, and the compile time of the\n"
+    "  chain: x = tanh(x), x = softmax(x, -1) alternately, N ops on 64x64 f32, each N compiled\n"
+    "  once with an empty kernel cache; it prints the curve and its least-squares slope\n"
+    "  (the marginal compile time per captured op; a softmax is captured as several ops).\n";
 
 using Clock = std::chrono::steady_clock;
 
@@ -305,6 +310,7 @@ struct BenchOptions {
   std::string json;
   bool list = false;
   std::vector<std::string> plugins;
+  std::vector<int> chain{100, 200, 400, 800, 1600, 3200};
 };
 
 /// Times eager and every mode of one workload, interleaved: each repetition calls each in turn.
@@ -398,6 +404,72 @@ CompileTimes compile_times(int reps, Progress& progress) {
   return ct;
 }
 
+/// The compile-time chain: n ops on a 64x64 f32 tensor, tanh and softmax over the last dim
+/// alternately (tanh first). The whole chain is captured as one graph of n ops.
+Tensor chain(const Tensor& x, int n) {
+  Tensor y = x;
+  for (int i = 0; i < n; ++i)
+    y = i % 2 == 0 ? tanh(y) : softmax(y, -1);
+  return y;
+}
+
+/// One point of the chain's compile-time curve: its first call with an empty kernel cache.
+struct ChainPoint {
+  int n = 0;
+  int64_t ops = 0, kernels = 0, generated = 0;
+  double compile_ms = 0, first_call_ms = 0, call_ms = 0;
+};
+struct ChainCurve {
+  std::vector<ChainPoint> points;
+  double slope_ms = 0, intercept_ms = 0; // least squares of compile_ms on captured ops
+};
+
+ChainCurve chain_curve(const std::vector<int>& sizes, Progress& progress) {
+  manual_seed(0);
+  const Tensor x = randn({64, 64});
+  NoGradGuard no_grad;
+  ChainCurve c;
+  for (int n : sizes) {
+    codegen::DiskCache::global().clear();
+    auto fn = [n](const Tensor& t) { return chain(t, n); };
+    kiln::Compiled<decltype(fn)> compiled(fn, {});
+    ChainPoint p;
+    p.n = n;
+    auto b = Clock::now();
+    (void)compiled(x);
+    p.first_call_ms = ms_since(b);
+    std::vector<double> t;
+    for (int r = 0; r < 5; ++r) {
+      b = Clock::now();
+      (void)compiled(x);
+      t.push_back(ms_since(b));
+    }
+    p.call_ms = summarize(t).median;
+    CompileStats s = compiled.stats();
+    p.ops = s.ops;
+    p.kernels = s.kernels;
+    p.generated = s.generated_kernels;
+    p.compile_ms = s.compile_ms;
+    c.points.push_back(p);
+    progress.step("compile chain " + std::to_string(n));
+  }
+  // Least squares of compile_ms on the captured ops (a softmax is traced as several).
+  const double m = static_cast<double>(c.points.size());
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const ChainPoint& p : c.points) {
+    const double x = static_cast<double>(p.ops);
+    sx += x;
+    sy += p.compile_ms;
+    sxx += x * x;
+    sxy += x * p.compile_ms;
+  }
+  if (c.points.size() >= 2 && m * sxx - sx * sx > 0) {
+    c.slope_ms = (m * sxy - sx * sy) / (m * sxx - sx * sx);
+    c.intercept_ms = (sy - c.slope_ms * sx) / m;
+  }
+  return c;
+}
+
 std::optional<CommandError> parse(std::span<const std::string_view> args, BenchOptions& o) {
   for (size_t i = 0; i < args.size(); ++i) {
     std::string_view a = args[i];
@@ -443,6 +515,17 @@ std::optional<CommandError> parse(std::span<const std::string_view> args, BenchO
       auto v = value("--json");
       if (!v || v->empty()) return CommandError{"--json needs a file name", 2};
       o.json = *v;
+    } else if (a.rfind("--chain", 0) == 0) {
+      auto v = value("--chain");
+      if (!v) return CommandError{"--chain needs a list of lengths", 2};
+      o.chain.clear();
+      std::stringstream ss(*v);
+      std::string n;
+      while (std::getline(ss, n, ',')) {
+        int len = 0;
+        if (auto e = count(n, len)) return e;
+        o.chain.push_back(len);
+      }
     } else if (a.rfind("--plugin", 0) == 0) {
       auto v = value("--plugin");
       if (!v) return CommandError{"--plugin needs a library", 2};
@@ -481,7 +564,9 @@ int bench_main(std::span<const std::string_view> args) {
     for (const Workload& w : all)
       std::cout << std::left << std::setw(12) << w.id << w.what << "\n";
     std::cout << std::left << std::setw(12) << "compile"
-              << "cold (empty cache) and warm (cache hit) first call of the bench gpt\n";
+              << "cold (empty cache) and warm (cache hit) first call of the bench gpt; compile\n"
+              << std::setw(12) << ""
+              << "time of the tanh/softmax chain (64x64 f32) at each --chain length\n";
     return 0;
   }
   LoadedRegistry reg;
@@ -534,7 +619,7 @@ int bench_main(std::span<const std::string_view> args) {
   for (size_t k = 0; k < chosen.size(); ++k)
     total += int64_t(o.reps) * int64_t(1 + o.modes.size());
   const int compile_reps = 3;
-  if (with_compile) total += compile_reps;
+  if (with_compile) total += compile_reps + static_cast<int64_t>(o.chain.size());
   Progress progress(total);
   std::vector<Row> rows;
   std::vector<std::string> failures;
@@ -547,7 +632,11 @@ int bench_main(std::span<const std::string_view> args) {
     }
   }
   std::optional<CompileTimes> ct;
-  if (with_compile) ct = compile_times(compile_reps, progress);
+  std::optional<ChainCurve> cc;
+  if (with_compile) {
+    ct = compile_times(compile_reps, progress);
+    cc = chain_curve(o.chain, progress);
+  }
   progress.done();
 
   // The table.
@@ -600,6 +689,22 @@ int bench_main(std::span<const std::string_view> args) {
               << ct->cold.median << " ms (compiling " << ct->compile_ms_cold << " ms), warm "
               << ct->warm.median << " ms (compiling " << ct->compile_ms_warm << " ms)"
               << (ct->warm_hit ? "" : "; the warm compile missed the cache") << "\n";
+  if (cc) {
+    std::cout << "compile chain (tanh/softmax alternately, 64x64 f32, empty kernel cache):\n"
+              << std::right << std::setw(8) << "n" << std::setw(8) << "ops" << std::setw(10)
+              << "kernels" << std::setw(13) << "compile ms" << std::setw(12) << "ms per op"
+              << std::setw(11) << "call ms"
+              << "\n";
+    for (const ChainPoint& p : cc->points)
+      std::cout << std::setw(8) << p.n << std::setw(8) << p.ops << std::setw(10) << p.generated
+                << std::fixed << std::setprecision(1) << std::setw(13) << p.compile_ms
+                << std::setprecision(3) << std::setw(12)
+                << p.compile_ms / static_cast<double>(std::max<int64_t>(1, p.ops)) << std::setw(11)
+                << p.call_ms << "\n";
+    std::cout << "compile chain: marginal " << std::setprecision(3) << cc->slope_ms
+              << " ms per captured op (least squares), intercept " << std::setprecision(1)
+              << cc->intercept_ms << " ms\n";
+  }
   for (const std::string& f : failures)
     std::cout << "failed: " << f << "\n";
 
@@ -643,6 +748,19 @@ int bench_main(std::span<const std::string_view> args) {
       js << ",\n  \"compile\": {\"model\": \"gpt\", \"cold_ms\": " << num(ct->cold.median)
          << ", \"warm_ms\": " << num(ct->warm.median)
          << ", \"warm_hit\": " << (ct->warm_hit ? "true" : "false") << "}";
+    if (cc) {
+      js << ",\n  \"compile_chain\": {\"marginal_ms_per_op\": " << num(cc->slope_ms)
+         << ", \"intercept_ms\": " << num(cc->intercept_ms) << ", \"points\": [";
+      for (size_t k = 0; k < cc->points.size(); ++k) {
+        const ChainPoint& p = cc->points[k];
+        js << (k ? ", " : "") << "{\"n\": " << p.n << ", \"ops\": " << p.ops
+           << ", \"generated_kernels\": " << p.generated
+           << ", \"compile_ms\": " << num(p.compile_ms)
+           << ", \"first_call_ms\": " << num(p.first_call_ms) << ", \"call_ms\": " << num(p.call_ms)
+           << "}";
+      }
+      js << "]}";
+    }
     js << "\n}\n";
     std::ofstream out(o.json);
     if (!out) return report("bench", CommandError{"cannot write " + o.json, 1});

@@ -3,6 +3,7 @@ with the same shapes, thread count, warm-up and interleaved repetitions as `kiln
 the same JSON schema (kiln.bench/1, runner "torch"). Run by bench/peers/run.
 
     python torch_bench.py [WORKLOAD ...] [--reps N] [--warmup N] [--threads N] [--json FILE]
+                          [--chain N,N,...]
 """
 
 import argparse
@@ -252,6 +253,32 @@ def run(args):
                       f" (an eager call: {steady:.1f} ms)", flush=True)
             except Exception as e:  # noqa: BLE001
                 notes.append(f"compile: torch.compile failed: {e!r}")
+    chain_info = None
+    if "compile" in names and args.chain:
+        # kiln bench compile's chain: tanh and softmax(-1) alternately, n calls on 64x64 f32,
+        # each length compiled with Inductor's caches disabled.
+        import torch._inductor.config as inductor_config
+
+        def chain(x, n):
+            for i in range(n):
+                x = torch.tanh(x) if i % 2 == 0 else torch.softmax(x, -1)
+            return x
+
+        x = torch.randn(64, 64)
+        points = []
+        for n in args.chain:
+            try:
+                torch._dynamo.reset()
+                with torch.inference_mode(), inductor_config.patch(force_disable_caches=True):
+                    compiled = torch.compile(lambda t, n=n: chain(t, n))
+                    first = ms(lambda: compiled(x))
+                    call = statistics.median(ms(lambda: compiled(x)) for _ in range(5))
+                points.append({"n": n, "first_call_ms": first, "call_ms": call})
+                print(f"compile     chain n={n} first call {first:.1f} ms, call {call:.3f} ms",
+                      flush=True)
+            except Exception as e:  # noqa: BLE001
+                notes.append(f"compile chain {n}: torch.compile failed: {e!r}")
+        chain_info = {"points": points}
     cpu = "unknown"
     try:
         with open("/proc/cpuinfo") as f:
@@ -266,6 +293,8 @@ def run(args):
            "notes": notes}
     if compile_info:
         out["compile"] = compile_info
+    if chain_info:
+        out["compile_chain"] = chain_info
     for n in notes:
         print("note:", n, flush=True)
     if args.json:
@@ -281,6 +310,9 @@ def main():
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--json")
+    p.add_argument("--chain", type=lambda v: [int(n) for n in v.split(",") if n],
+                   default=[100, 200, 400, 800, 1600, 3200],
+                   help="chain lengths for `compile` (kiln bench compile's chain)")
     run(p.parse_args())
 
 

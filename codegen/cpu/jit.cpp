@@ -14,6 +14,10 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/TargetParser/Host.h>
+#include <llvm/Transforms/InstCombine/InstCombine.h>
+#include <llvm/Transforms/Scalar/EarlyCSE.h>
+#include <llvm/Transforms/Scalar/SROA.h>
+#include <llvm/Transforms/Scalar/SimplifyCFG.h>
 
 #include <atomic>
 #include <mutex>
@@ -155,7 +159,7 @@ void prepare_module(llvm::Module& m) {
   m.setDataLayout(b.machine->createDataLayout());
 }
 
-std::string compile_module(llvm::Module& m, const HostTarget& target) {
+std::string compile_module(llvm::Module& m, const HostTarget& target, int64_t large_module) {
   Backend& b = backend();
   // Another CPU than the host's gets a machine of its own (same triple and data layout).
   std::unique_ptr<llvm::TargetMachine> other;
@@ -178,6 +182,8 @@ std::string compile_module(llvm::Module& m, const HostTarget& target) {
     m.print(os, nullptr);
     KILN_UNREACHABLE("generated LLVM module fails verification: " + problems + "\n" + text);
   }
+  const bool large =
+      large_module >= 0 && static_cast<int64_t>(m.getInstructionCount()) > large_module;
   std::lock_guard lock(b.mutex);
   {
     llvm::LoopAnalysisManager lam;
@@ -196,7 +202,21 @@ std::string compile_module(llvm::Module& m, const HostTarget& target) {
     pb.registerFunctionAnalyses(fam);
     pb.registerLoopAnalyses(lam);
     pb.crossRegisterProxies(lam, fam, cgam, mam);
-    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+    llvm::ModulePassManager mpm;
+    if (large) {
+      // The kernels' loops are already in the form code generation wants and vectorized by
+      // the schedule; what a large kernel needs is its accumulators in registers and its
+      // redundancies folded. Loop passes cost time superlinear in the loops of one function
+      // (ScalarEvolution's forgetLoop), the SLP vectorizer most of the rest.
+      llvm::FunctionPassManager fpm;
+      fpm.addPass(llvm::SROAPass(llvm::SROAOptions::ModifyCFG));
+      fpm.addPass(llvm::EarlyCSEPass(/*UseMemorySSA=*/false));
+      fpm.addPass(llvm::InstCombinePass());
+      fpm.addPass(llvm::SimplifyCFGPass());
+      mpm.addPass(llvm::createModuleToFunctionPassAdaptor(std::move(fpm)));
+    } else {
+      mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+    }
     mpm.run(m, mam);
   }
   llvm::SmallVector<char, 0> buffer;

@@ -10,6 +10,7 @@
 // float registers and rounded to their dtype after every operation, as eager code stores them.
 #include "codegen/cpu/kernel_codegen.h"
 
+#include <llvm/IR/GlobalAlias.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/LLVMContext.h>
@@ -21,6 +22,7 @@
 
 #include "codegen/cpu/jit.h"
 #include "codegen/cpu/llvm_target.h"
+#include "codegen/cpu/reuse_plan.h"
 #include "codegen/cpu/vector_math.h"
 #include "runtime/error.h"
 
@@ -33,14 +35,30 @@ using ir::kernel::Kernel;
 using ir::kernel::Loop;
 using ir::kernel::Term;
 
+/// Stack bytes a kernel may take for its stashes (reuse_plan.h), per call.
+constexpr int64_t kMaxStashBytes = 128 << 10;
+
 bool is_float(DType t) { return is_floating(t); }
 bool is_low(DType t) { return t == DType::f16 || t == DType::bf16; }
 bool is_unsigned(DType t) { return t == DType::u8 || t == DType::bool_; }
 
+/// The math ops (exp, tanh, ...) of a kernel that expand to polynomials (sqrt and rsqrt
+/// are single instructions).
+int polynomial_ops(const Kernel& k) {
+  int n = 0;
+  for (const Instr& in : k.instrs)
+    if (in.kind == Instr::Kind::op && has_vector_math(in.op) && in.op != Op::sqrt &&
+        in.op != Op::rsqrt)
+      ++n;
+  return n;
+}
+
 class KernelEmitter {
 public:
-  KernelEmitter(llvm::Module& m, const Kernel& k, const Schedule& s, const HostTarget& target)
-      : m_(m), ctx_(m.getContext()), b_(ctx_), k_(k), s_(s), target_(target) {}
+  KernelEmitter(llvm::Module& m, const Kernel& k, const Schedule& s, const HostTarget& target,
+                bool out_of_line_math, ReusePlan reuse)
+      : m_(m), ctx_(m.getContext()), b_(ctx_), k_(k), s_(s), target_(target),
+        out_of_line_math_(out_of_line_math), reuse_(std::move(reuse)) {}
 
   void run() {
     auto* i64 = b_.getInt64Ty();
@@ -56,6 +74,7 @@ public:
     for (size_t i = 0; i < k_.buffers.size(); ++i)
       base_.push_back(b_.CreateLoad(ptr, b_.CreateConstInBoundsGEP1_64(ptr, bufs, i), "buf"));
     alloca_point_ = b_.GetInsertBlock();
+    make_stashes();
     vars_.assign(static_cast<size_t>(k_.num_vars()), nullptr);
     const int n_outer = static_cast<int>(k_.outer.size());
     const int64_t last = k_.outer.empty() ? 1 : k_.outer.back();
@@ -92,6 +111,50 @@ public:
   }
 
 private:
+  // ---- stashes (reuse_plan.h) ----
+  /// One scratch array per slot, for a row's inner domain (times the lanes of an outer
+  /// vector step); none, and the plan dropped, past kMaxStashBytes in all.
+  void make_stashes() {
+    if (!reuse_.enabled) return;
+    int64_t points = 1;
+    for (int64_t e : k_.inner)
+      points *= e;
+    const int64_t lanes = s_.vector == Schedule::Vector::outer ? s_.lanes : 1;
+    int64_t total = 0;
+    for (DType t : reuse_.slots)
+      total += points * lanes * register_bytes(t);
+    if (total > kMaxStashBytes) {
+      reuse_.enabled = false;
+      return;
+    }
+    llvm::IRBuilder<> ab(alloca_point_);
+    for (DType t : reuse_.slots) {
+      auto* a = ab.CreateAlloca(llvm::ArrayType::get(
+          b_.getInt8Ty(), static_cast<uint64_t>(points * lanes * register_bytes(t))));
+      a->setAlignment(llvm::Align(64));
+      stashes_.push_back(a);
+    }
+  }
+  static int64_t register_bytes(DType t) {
+    return t == DType::f16 || t == DType::bf16 ? 4 : static_cast<int64_t>(itemsize(t));
+  }
+  /// The address of slot's value at inner point `flat`, for a value of `lanes` lanes.
+  llvm::Value* stash_address(int slot, DType t, int lanes, llvm::Value* flat) {
+    llvm::Value* base = stashes_[static_cast<size_t>(slot)];
+    // An outer vector step keeps a vector per inner point; an inner one a vector of
+    // consecutive points.
+    llvm::Type* et = s_.vector == Schedule::Vector::outer ? type(t, lanes) : scalar_type(t);
+    return b_.CreateInBoundsGEP(et, base, flat);
+  }
+  void stash_store(int slot, DType t, int lanes, llvm::Value* flat, llvm::Value* v) {
+    b_.CreateAlignedStore(v, stash_address(slot, t, lanes, flat),
+                          llvm::Align(static_cast<uint64_t>(register_bytes(t))));
+  }
+  llvm::Value* stash_load(int slot, DType t, int lanes, llvm::Value* flat) {
+    return b_.CreateAlignedLoad(type(t, lanes), stash_address(slot, t, lanes, flat),
+                                llvm::Align(static_cast<uint64_t>(register_bytes(t))));
+  }
+
   // ---- small helpers ----
   llvm::Constant* c64(int64_t v) { return b_.getInt64(static_cast<uint64_t>(v)); }
 
@@ -366,8 +429,8 @@ private:
     case Op::cos:
     case Op::tanh:
     case Op::sigmoid:
-    case Op::erf: r = emit_math(b_, in.op, x()); break;
-    case Op::pow: r = emit_math(b_, in.op, x(), y()); break;
+    case Op::erf: r = math(in.op, x()); break;
+    case Op::pow: r = math(in.op, x(), y()); break;
     case Op::logical_not: r = b_.CreateNot(x()); break;
     case Op::add:
       r = fl                  ? b_.CreateFAdd(x(), y())
@@ -422,6 +485,12 @@ private:
     default: KILN_UNREACHABLE("codegen: op " + std::string(op_name(in.op)) + " has no lowering");
     }
     return round(r, t, lanes);
+  }
+
+  /// A polynomial math op inline, or as a call of the module's shared function for it.
+  llvm::Value* math(Op o, llvm::Value* x, llvm::Value* y = nullptr) {
+    const bool call = out_of_line_math_ && o != Op::sqrt && o != Op::rsqrt;
+    return call ? emit_math_call(b_, o, x, y) : emit_math(b_, o, x, y);
   }
 
   /// Whether float v > 0, and v < 0, from its bits (either answer for NaN).
@@ -611,8 +680,24 @@ private:
           int saved_vv = vector_var_;
           if (inner_vec) vector_var_ = vv;
           vals_ = saved_vals;
-          for (int id : l.body)
-            emit_instr(id, lanes, &accs);
+          if (!reuse_.enabled) {
+            for (int id : l.body)
+              emit_instr(id, lanes, &accs);
+          } else {
+            llvm::Value* flat = m > 0 ? b_.CreateAdd(b_.CreateMul(t, c64(last)), r) : c64(0);
+            for (int id : l.body) {
+              const auto i = static_cast<size_t>(id);
+              const DType dt = k_.instrs[i].dtype;
+              if (int s = reuse_.load_slot[i]; s >= 0) {
+                vals_[id] = stash_load(s, dt, lanes, flat);
+                continue;
+              }
+              if (!reuse_.compute[i]) continue;
+              emit_instr(id, lanes, &accs);
+              if (int s = reuse_.store_slot[i]; s >= 0)
+                stash_store(s, dt, lanes, flat, vals_.at(id));
+            }
+          }
           vector_var_ = saved_vv;
         };
       };
@@ -653,6 +738,9 @@ private:
   const Kernel& k_;
   const Schedule& s_;
   const HostTarget& target_;
+  const bool out_of_line_math_;
+  ReusePlan reuse_;
+  std::vector<llvm::AllocaInst*> stashes_;
   llvm::Function* fn_ = nullptr;
   llvm::BasicBlock* alloca_point_ = nullptr;
   std::vector<llvm::Value*> base_;
@@ -661,13 +749,40 @@ private:
   std::unordered_map<int, llvm::Value*> vals_;
 };
 
+/// A kernel's text without its names (the kernel's and its buffers'), and its schedule: two
+/// kernels with the same key compile to the same code.
+std::string body_key(const Kernel& k, const Schedule& s) {
+  Kernel anon = k;
+  anon.name.clear();
+  for (size_t i = 0; i < anon.buffers.size(); ++i)
+    anon.buffers[i].name = "b" + std::to_string(i);
+  return s.str() + "\n" + anon.str();
+}
+
 std::unique_ptr<llvm::Module> build(llvm::LLVMContext& ctx, std::span<const Kernel> kernels,
                                     std::span<const Schedule> schedules, std::string_view name,
-                                    const HostTarget& target) {
+                                    const HostTarget& target, const CodegenOptions& options) {
   auto m = std::make_unique<llvm::Module>(llvm::StringRef(name.data(), name.size()), ctx);
   prepare_module(*m);
-  for (size_t i = 0; i < kernels.size(); ++i)
-    KernelEmitter(*m, kernels[i], schedules[i], target).run();
+  // Identical kernels (a repeated block of a model, a long chain's repeated segment) are
+  // emitted once; the others are aliases of that function, so the object still defines every
+  // kernel's name.
+  std::unordered_map<std::string, llvm::Function*> emitted;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    std::string key;
+    if (options.dedupe) {
+      key = body_key(kernels[i], schedules[i]);
+      if (auto it = emitted.find(key); it != emitted.end()) {
+        llvm::GlobalAlias::create(llvm::GlobalValue::ExternalLinkage, kernels[i].name, it->second);
+        continue;
+      }
+    }
+    const bool out_of_line =
+        options.inline_math_limit >= 0 && polynomial_ops(kernels[i]) > options.inline_math_limit;
+    ReusePlan reuse = options.reuse ? plan_reuse(kernels[i]) : ReusePlan{};
+    KernelEmitter(*m, kernels[i], schedules[i], target, out_of_line, std::move(reuse)).run();
+    if (options.dedupe) emitted.emplace(std::move(key), m->getFunction(kernels[i].name));
+  }
   return m;
 }
 
@@ -675,14 +790,21 @@ std::unique_ptr<llvm::Module> build(llvm::LLVMContext& ctx, std::span<const Kern
 
 std::string compile_kernels(std::span<const Kernel> kernels, std::span<const Schedule> schedules,
                             std::string_view module_name, const HostTarget& target) {
+  return compile_kernels(kernels, schedules, module_name, target, CodegenOptions{});
+}
+
+std::string compile_kernels(std::span<const Kernel> kernels, std::span<const Schedule> schedules,
+                            std::string_view module_name, const HostTarget& target,
+                            const CodegenOptions& options) {
   llvm::LLVMContext ctx;
-  std::unique_ptr<llvm::Module> m = build(ctx, kernels, schedules, module_name, target);
-  return compile_module(*m, target);
+  std::unique_ptr<llvm::Module> m = build(ctx, kernels, schedules, module_name, target, options);
+  return compile_module(*m, target, options.large_module_instructions);
 }
 
 std::string kernels_llvm_ir(std::span<const Kernel> kernels, std::span<const Schedule> schedules) {
   llvm::LLVMContext ctx;
-  std::unique_ptr<llvm::Module> m = build(ctx, kernels, schedules, "kiln", host_target());
+  std::unique_ptr<llvm::Module> m =
+      build(ctx, kernels, schedules, "kiln", host_target(), CodegenOptions{});
   std::string s;
   llvm::raw_string_ostream os(s);
   m->print(os, nullptr);

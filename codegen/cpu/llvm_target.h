@@ -5,6 +5,7 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
+#include <cstdint>
 #include <string>
 
 #include "codegen/cpu/jit.h"
@@ -14,7 +15,11 @@ namespace kiln::codegen::cpu {
 /// Sets the module's triple and data layout to the host target's.
 void prepare_module(llvm::Module& m);
 /// Verifies the module (a broken module is a kiln bug: KILN_UNREACHABLE with the message),
-/// runs LLVM's O3 pipeline for the target's CPU, and returns the object file's bytes.
-std::string compile_module(llvm::Module& m, const HostTarget& target);
+/// runs LLVM's O3 pipeline for the target's CPU, and returns the object file's bytes. A
+/// module of more than `large_module` instructions (negative: none is large) gets a short
+/// pipeline instead (SROA, EarlyCSE, InstCombine, SimplifyCFG; no loop passes, no SLP):
+/// kiln's kernels are vectorized already, and on large ones O3's loop passes take time
+/// superlinear in the number of loops (docs/performance.md, "Compile time").
+std::string compile_module(llvm::Module& m, const HostTarget& target, int64_t large_module = -1);
 
 } // namespace kiln::codegen::cpu

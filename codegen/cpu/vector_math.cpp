@@ -42,7 +42,9 @@
 
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "runtime/error.h"
 
@@ -506,6 +508,40 @@ llvm::Value* emit_math(llvm::IRBuilderBase& b, kiln::Op op, llvm::Value* x, llvm
   case Op::rsqrt: return m.div(m.c(1.0), m.sqrt(x));
   default: KILN_UNREACHABLE("emit_math: unhandled op");
   }
+}
+
+llvm::Value* emit_math_call(llvm::IRBuilderBase& b, kiln::Op op, llvm::Value* x, llvm::Value* y) {
+  KILN_ASSERT(has_vector_math(op), "emit_math_call: no vector math for this op");
+  llvm::Function* caller = b.GetInsertBlock()->getParent();
+  llvm::Module& m = *caller->getParent();
+  llvm::Type* ty = x->getType();
+  // kiln.math.<op>.<type>, the type as LLVM mangles intrinsic overloads (v16f32, f64, ...).
+  std::string name = "kiln.math." + std::string(op_name(op)) + ".";
+  if (auto* vec = llvm::dyn_cast<llvm::FixedVectorType>(ty))
+    name += "v" + std::to_string(vec->getNumElements());
+  name += ty->getScalarType()->isDoubleTy() ? "f64" : "f32";
+  // Every kernel of a module has the module's target attributes: one copy serves them all.
+  const llvm::Attribute cpu = caller->getFnAttribute("target-cpu");
+  const llvm::Attribute features = caller->getFnAttribute("target-features");
+  llvm::Function* f = m.getFunction(name);
+  if (f == nullptr) {
+    std::vector<llvm::Type*> params(y != nullptr ? 2 : 1, ty);
+    f = llvm::Function::Create(llvm::FunctionType::get(ty, params, false),
+                               llvm::Function::InternalLinkage, name, m);
+    f->setCallingConv(llvm::CallingConv::Fast);
+    f->addFnAttr(llvm::Attribute::NoUnwind);
+    f->addFnAttr(llvm::Attribute::NoInline);
+    if (cpu.isValid()) f->addFnAttr(cpu);
+    if (features.isValid()) f->addFnAttr(features);
+    llvm::IRBuilder<> fb(llvm::BasicBlock::Create(m.getContext(), "entry", f));
+    fb.CreateRet(emit_math(fb, op, f->getArg(0), y != nullptr ? f->getArg(1) : nullptr));
+  }
+  llvm::SmallVector<llvm::Value*, 2> args{x};
+  if (y != nullptr) args.push_back(y);
+  llvm::CallInst* call = b.CreateCall(f, args);
+  call->setCallingConv(llvm::CallingConv::Fast);
+  call->setDoesNotThrow();
+  return call;
 }
 
 } // namespace kiln::codegen::cpu

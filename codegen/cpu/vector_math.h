@@ -24,6 +24,15 @@ namespace kiln::codegen::cpu {
 llvm::Value* emit_math(llvm::IRBuilderBase& b, kiln::Op op, llvm::Value* x,
                        llvm::Value* y = nullptr);
 
+/// op(x) (or op(x, y)) as a call of a function of the module that computes exactly what
+/// emit_math emits inline (its body is emit_math's code), defined once per op and type in
+/// the module (internal, never inlined) and shared by every caller: a large kernel's IR then
+/// grows by one call per math op, not by a polynomial, and LLVM optimises and selects each
+/// polynomial once. The function takes the target attributes of the builder's function.
+/// Same operands and result as emit_math; the builder stays in its block.
+llvm::Value* emit_math_call(llvm::IRBuilderBase& b, kiln::Op op, llvm::Value* x,
+                            llvm::Value* y = nullptr);
+
 /// Whether emit_math handles op.
 bool has_vector_math(kiln::Op op);
 
