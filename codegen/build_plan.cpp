@@ -3,6 +3,7 @@
 
 #include <unordered_map>
 
+#include "codegen/memory_plan.h"
 #include "runtime/error.h"
 
 namespace kiln::codegen {
@@ -91,7 +92,7 @@ public:
     cg_.plan.add_step(std::move(st));
   }
 
-  /// Outputs and in-place writes, then the plan's own finish (releases, memory plan).
+  /// Outputs and in-place writes, the plan's own finish (releases), the memory plan.
   void finish() {
     const ir::Graph& g = *cg_.graph;
     for (ir::Value* v : g.outputs())
@@ -101,6 +102,7 @@ public:
       ++cg_.launches;
     }
     cg_.plan.finish(slot_.size());
+    plan_memory(cg_.plan);
   }
 
 private:

@@ -5,7 +5,9 @@
 // same value join (horizontal). order_steps turns the groups into the program's steps.
 #include "passes/fusion.h"
 
+#include <algorithm>
 #include <map>
+#include <unordered_map>
 
 #include "passes/fusion_groups.h"
 #include "runtime/error.h"
@@ -76,6 +78,38 @@ std::string epilogue_refusal(const Candidate& x) {
   return "the consumer's shape is not the reduction's domain or result";
 }
 
+/// A reduce loop recomputes, at each of its points, every value of its kernel it reads that
+/// an earlier loop computed: a kernel whose folds run in a long sequence (a chain of
+/// softmaxes) recomputes a prefix that grows with the chain. Two in sequence (softmax's max
+/// then sum, layer_norm's mean then variance) is what one kernel holds.
+constexpr int kMaxFoldsInSequence = 2;
+
+/// Per member of group g (by position), the most folds of g in sequence on a path to it:
+/// how many reduce loops must run before its value is known. Members come in graph order,
+/// so producers come first.
+std::unordered_map<const ir::Node*, int> fold_depths(Groups& groups, int g) {
+  std::unordered_map<const ir::Node*, int> depth;
+  for (int m : groups.members(g)) {
+    const ir::Node* x = groups.node(m);
+    int d = 0;
+    for (const ir::Value* v : x->inputs())
+      if (auto it = depth.find(view_source(v)->producer()); it != depth.end())
+        d = std::max(d, it->second);
+    depth[x] = d + (op_traits(x->op()).is_fold() ? 1 : 0);
+  }
+  return depth;
+}
+
+std::string sequence_refusal(const Candidate& x) {
+  const int before = fold_depths(x.groups, x.g1).at(x.p);
+  int after = 0;
+  for (const auto& [node, d] : fold_depths(x.groups, x.g2))
+    after = std::max(after, d);
+  if (before + after <= kMaxFoldsInSequence) return {};
+  return "its reductions would run " + std::to_string(before + after) +
+         " in sequence, each recomputing what the ones before it read";
+}
+
 /// Inlining recomputes the producer at each index a reader asks for: not for a costly
 /// producer that other nodes read too.
 std::string inline_refusal(const Candidate& x) {
@@ -102,7 +136,7 @@ constexpr MergeRule kRules[] = {
      no_refusal, MergeRule::Keeps::consumer},
     {"reductions over the same domain",
      [](const Candidate& x) { return x.d1.reduction && x.d2.reduction && x.d1 == x.d2; },
-     no_refusal, MergeRule::Keeps::producer},
+     sequence_refusal, MergeRule::Keeps::producer},
     // Pointwise after a reduction, reading it at the kernel's outer index.
     {"epilogue", [](const Candidate& x) { return x.d1.reduction && !x.d2.reduction && x.direct(); },
      epilogue_refusal, MergeRule::Keeps::producer},
@@ -119,10 +153,88 @@ constexpr MergeRule kRules[] = {
 
 // ---- fuse ---------------------------------------------------------------------------------
 
+namespace {
+
+void refuse(const Groups& groups, const ir::Node* p, const ir::Node* c, const std::string& why,
+            FusionResult& result) {
+  result.log.push_back("not fused: " + groups.label(p) + " -> " + groups.label(c) + ": " + why);
+}
+
+/// Each consumer, in graph order, tries to join the group of each producer it reads: the
+/// first rule of kRules that applies decides, unless it refuses or the merge makes a cycle.
+void merge_producers(Groups& groups, FusionResult& result) {
+  for (int k = 0; k < groups.size(); ++k) {
+    const ir::Node* c = groups.node(k);
+    if (!groups.member(c)) continue;
+    for (const ir::Value* operand : c->inputs()) {
+      const ir::Value* src = view_source(operand);
+      const ir::Node* p = src->producer();
+      if (!groups.member(p)) continue;
+      const int g1 = groups.group_of(p), g2 = groups.group_of(c);
+      if (g1 == g2) continue;
+      const Candidate x{groups, p, c, operand, src, g1, g2, groups.domain(g1), groups.domain(g2)};
+      const MergeRule* rule = nullptr;
+      for (const MergeRule& r : kRules)
+        if (r.applies(x)) {
+          rule = &r;
+          break;
+        }
+      if (!rule) {
+        refuse(groups, p, c,
+               src->type().sizes() == c->output()->type().sizes()
+                   ? "domains differ"
+                   : "the producer is read at other indices and also elsewhere",
+               result);
+        continue;
+      }
+      if (std::string why = rule->refusal(x); !why.empty()) {
+        refuse(groups, p, c, why, result);
+        continue;
+      }
+      if (groups.would_cycle(g1, g2)) {
+        refuse(groups, p, c, "fusing would create a cycle through another step", result);
+        continue;
+      }
+      Domain merged = rule->keeps == MergeRule::Keeps::producer ? x.d1 : x.d2;
+      groups.merge(g1, g2, std::move(merged));
+      result.log.push_back("fused (" + std::string(rule->name) + "): " + groups.label(p) + " -> " +
+                           groups.label(c));
+    }
+  }
+}
+
+/// Horizontal: groups over the same domain that read the same value (a graph input or
+/// another step's result, of more than one element), in the order of the values' numbers,
+/// unless the merge makes a cycle.
+void merge_horizontal(Groups& groups, FusionResult& result) {
+  std::map<int64_t, std::vector<int>> readers; // value number -> member positions
+  for (int k = 0; k < groups.size(); ++k) {
+    if (!groups.member_at(k)) continue;
+    for (const ir::Value* v : groups.node(k)->inputs()) {
+      const ir::Value* src = view_source(v);
+      if (src->producer() && groups.member(src->producer())) continue;
+      if (src->type().numel() <= 1) continue;
+      readers[groups.numbering()[src]].push_back(k);
+    }
+  }
+  for (const auto& [number, users] : readers)
+    for (size_t a = 0; a < users.size(); ++a)
+      for (size_t b = a + 1; b < users.size(); ++b) {
+        const int g1 = groups.find(users[a]), g2 = groups.find(users[b]);
+        if (g1 == g2 || !(groups.domain(g1) == groups.domain(g2))) continue;
+        if (groups.would_cycle(g1, g2)) continue;
+        groups.merge(g1, g2, groups.domain(g1));
+        result.log.push_back("fused (horizontal, both read %" + std::to_string(number) +
+                             "): " + groups.label(groups.node(users[a])) + " and " +
+                             groups.label(groups.node(users[b])));
+      }
+}
+
+} // namespace
+
 FusionResult fuse(const ir::Graph& g, const FusionOptions& options) {
   FusionResult result;
   Groups groups(g);
-  const int n = groups.size();
   // Library calls with epilogues take their pointwise tails before grouping does.
   if (options.fuse) result.library_calls = match_library_epilogues(g);
   std::unordered_map<const ir::Node*, int> absorbed, anchor_call;
@@ -137,80 +249,13 @@ FusionResult fuse(const ir::Graph& g, const FusionOptions& options) {
     }
     result.log.push_back(line);
   }
-  for (int k = 0; k < n; ++k)
+  for (int k = 0; k < groups.size(); ++k)
     if (const ir::Node* x = groups.node(k); !is_view(x) && !absorbed.count(x) && is_lowerable(*x))
       groups.add(k);
-
-  auto refuse = [&](const ir::Node* p, const ir::Node* c, const std::string& why) {
-    result.log.push_back("not fused: " + groups.label(p) + " -> " + groups.label(c) + ": " + why);
-  };
   if (options.fuse) {
-    for (int k = 0; k < n; ++k) {
-      const ir::Node* c = groups.node(k);
-      if (!groups.member(c)) continue;
-      for (const ir::Value* operand : c->inputs()) {
-        const ir::Value* src = view_source(operand);
-        const ir::Node* p = src->producer();
-        if (!groups.member(p)) continue;
-        const int g1 = groups.group_of(p), g2 = groups.group_of(c);
-        if (g1 == g2) continue;
-        const Candidate x{groups, p, c, operand, src, g1, g2, groups.domain(g1), groups.domain(g2)};
-        const MergeRule* rule = nullptr;
-        for (const MergeRule& r : kRules)
-          if (r.applies(x)) {
-            rule = &r;
-            break;
-          }
-        if (!rule) {
-          refuse(p, c,
-                 src->type().sizes() == c->output()->type().sizes()
-                     ? "domains differ"
-                     : "the producer is read at other indices and also elsewhere");
-          continue;
-        }
-        if (std::string why = rule->refusal(x); !why.empty()) {
-          refuse(p, c, why);
-          continue;
-        }
-        if (groups.would_cycle(g1, g2)) {
-          refuse(p, c, "fusing would create a cycle through another step");
-          continue;
-        }
-        Domain merged = rule->keeps == MergeRule::Keeps::producer ? x.d1 : x.d2;
-        groups.merge(g1, g2, std::move(merged));
-        result.log.push_back("fused (" + std::string(rule->name) + "): " + groups.label(p) +
-                             " -> " + groups.label(c));
-      }
-    }
-    // Horizontal: pointwise groups over the same domain reading the same value (a graph
-    // input or another step's result), in the order of the values' numbers.
-    std::map<int64_t, std::pair<const ir::Value*, std::vector<int>>> by_input;
-    for (int k = 0; k < n; ++k) {
-      if (!groups.member_at(k)) continue;
-      for (const ir::Value* v : groups.node(k)->inputs()) {
-        const ir::Value* src = view_source(v);
-        if (src->producer() && groups.member(src->producer())) continue;
-        if (src->type().numel() <= 1) continue;
-        auto& [value, users] = by_input[groups.numbering()[src]];
-        value = src;
-        users.push_back(k);
-      }
-    }
-    for (auto& [number, entry] : by_input) {
-      const std::vector<int>& users = entry.second;
-      for (size_t a = 0; a < users.size(); ++a)
-        for (size_t b = a + 1; b < users.size(); ++b) {
-          const int g1 = groups.find(users[a]), g2 = groups.find(users[b]);
-          if (g1 == g2 || !(groups.domain(g1) == groups.domain(g2))) continue;
-          if (groups.would_cycle(g1, g2)) continue;
-          groups.merge(g1, g2, groups.domain(g1));
-          result.log.push_back("fused (horizontal, both read %" + std::to_string(number) +
-                               "): " + groups.label(groups.node(users[a])) + " and " +
-                               groups.label(groups.node(users[b])));
-        }
-    }
+    merge_producers(groups, result);
+    merge_horizontal(groups, result);
   }
-
   order_steps(groups, absorbed, anchor_call, result);
   for (size_t k = 0; k < result.groups.size(); ++k) {
     const FusionGroup& grp = result.groups[k];

@@ -10,7 +10,6 @@
 #include "runtime/ops/dispatch.h"
 #include "runtime/parallel.h"
 #include "runtime/tracing.h"
-#include "runtime/union_find.h"
 
 namespace kiln {
 namespace {
@@ -38,10 +37,6 @@ void run_kernel(const Plan::KernelCall& k, std::span<const Tensor> operands,
   }
   parallel_for(
       0, k.rows, k.grain, [&](int64_t b, int64_t e) { entry(args, b, e); }, k.threads);
-}
-
-size_t aligned(size_t nbytes) {
-  return (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
 }
 
 std::string mib(size_t bytes) {
@@ -94,7 +89,8 @@ void Plan::finish(size_t num_slots) {
     if (!keep.at(s)) steps_[step].release.push_back(s);
   for (Step& st : steps_)
     std::sort(st.release.begin(), st.release.end());
-  plan_memory(keep);
+  placement_.assign(num_slots_, Placement{});
+  memory_ = MemoryPlan{};
 }
 
 std::string Plan::MemoryPlan::str() const {
@@ -102,111 +98,11 @@ std::string Plan::MemoryPlan::str() const {
          mib(planned_bytes) + " (" + std::to_string(in_place) + " in place)";
 }
 
-void Plan::plan_memory(const std::vector<bool>& keep) {
-  placement_.assign(num_slots_, Placement{});
-  memory_ = MemoryPlan{};
-  // Alias classes: a view's result shares storage with its operands.
-  UnionFind classes(num_slots_);
-  auto find = [&](size_t s) { return classes.find(s); };
-  std::vector<int64_t> def(num_slots_, -1);
-  for (size_t k = 0; k < steps_.size(); ++k) {
-    const Step& st = steps_[k];
-    auto place = [&](size_t slot, IntList sizes, DType dtype) {
-      placement_[slot] = {true, 0, static_cast<size_t>(numel_of(sizes) * itemsize(dtype)),
-                          Shape(sizes.begin(), sizes.end()), dtype};
-      def[slot] = static_cast<int64_t>(k);
-    };
-    if (st.kernel >= 0) {
-      const KernelCall& call = kernels_[static_cast<size_t>(st.kernel)];
-      for (size_t i = 0; i < st.results.size(); ++i)
-        place(st.results[i], call.outputs[i].sizes, call.outputs[i].dtype);
-    } else if (st.epilogue) {
-      place(st.results[0], st.epilogue->sizes, st.epilogue->dtype);
-    } else if (schema(st.op).kind == OpKind::view) {
-      for (size_t r : st.results)
-        for (size_t o : st.operands)
-          classes.unite(r, o);
-    }
-    // Any other eager call returns fresh tensors.
-  }
-  // A class lives until the last read of any member; one the caller sees is not planned.
-  std::vector<int64_t> end(num_slots_, -1);
-  std::vector<char> escapes(num_slots_, 0);
-  for (size_t k = 0; k < steps_.size(); ++k)
-    for (size_t s : steps_[k].operands)
-      end[find(s)] = std::max(end[find(s)], static_cast<int64_t>(k));
-  for (size_t s = 0; s < num_slots_; ++s)
-    if (keep[s]) escapes[find(s)] = 1;
-  struct Block {
-    int64_t first = 0, last = 0;
-    size_t nbytes = 0, offset = 0;
-  };
-  std::vector<Block> blocks;
-  std::vector<int64_t> block_of(num_slots_, -1);
-  for (size_t k = 0; k < steps_.size(); ++k) {
-    const Step& st = steps_[k];
-    std::vector<size_t> taken; // operands written over at this step
-    for (size_t i = 0; i < st.results.size(); ++i) {
-      const size_t r = st.results[i];
-      Placement& p = placement_[r];
-      if (!p.planned) continue;
-      if (escapes[find(r)]) {
-        p.planned = false;
-        continue;
-      }
-      const int64_t last = std::max(end[find(r)], def[r]);
-      ++memory_.buffers;
-      memory_.planned_bytes += aligned(p.nbytes);
-      // In place: an operand buffer of the same size whose class dies here.
-      int64_t reuse = -1;
-      for (auto [res, op] : st.may_reuse) {
-        if (res != i) continue;
-        const size_t o = st.operands.at(op);
-        if (block_of[o] < 0 || end[find(o)] != static_cast<int64_t>(k) ||
-            placement_[o].nbytes != p.nbytes ||
-            std::find(taken.begin(), taken.end(), o) != taken.end())
-          continue;
-        reuse = block_of[o];
-        taken.push_back(o);
-        break;
-      }
-      if (reuse >= 0) {
-        Block& b = blocks[static_cast<size_t>(reuse)];
-        b.last = std::max(b.last, last);
-        block_of[r] = reuse;
-        ++memory_.in_place;
-        continue;
-      }
-      block_of[r] = static_cast<int64_t>(blocks.size());
-      blocks.push_back({static_cast<int64_t>(k), last, aligned(p.nbytes), 0});
-    }
-  }
-  // Largest first, each at the lowest offset free over its lifetime.
-  std::vector<size_t> order(blocks.size());
-  for (size_t b = 0; b < blocks.size(); ++b)
-    order[b] = b;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return blocks[a].nbytes > blocks[b].nbytes; });
-  std::vector<size_t> placed;
-  for (size_t b : order) {
-    Block& me = blocks[b];
-    std::vector<std::pair<size_t, size_t>> busy; // [offset, end) of blocks alive with me
-    for (size_t o : placed)
-      if (blocks[o].first <= me.last && me.first <= blocks[o].last)
-        busy.push_back({blocks[o].offset, blocks[o].offset + blocks[o].nbytes});
-    std::sort(busy.begin(), busy.end());
-    size_t offset = 0;
-    for (auto [lo, hi] : busy) {
-      if (offset + me.nbytes <= lo) break;
-      offset = std::max(offset, hi);
-    }
-    me.offset = offset;
-    memory_.arena_bytes = std::max(memory_.arena_bytes, offset + me.nbytes);
-    placed.push_back(b);
-  }
-  for (size_t s = 0; s < num_slots_; ++s)
-    if (placement_[s].planned)
-      placement_[s].offset = blocks[static_cast<size_t>(block_of[s])].offset;
+void Plan::set_memory(std::vector<Placement> placement, MemoryPlan summary) {
+  KILN_CHECK(placement.size() == num_slots_, "plan: a memory plan of ", placement.size(),
+             " slots for ", num_slots_);
+  placement_ = std::move(placement);
+  memory_ = std::move(summary);
 }
 
 Tensor Plan::placed(size_t slot, const std::shared_ptr<Storage>& arena) const {

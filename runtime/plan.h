@@ -4,13 +4,13 @@
 // dispatches an op, which is also how library calls such as oneDNN matmul and ops with no
 // lowering run); slots are released after their last read; the in-place writes land last.
 //
-// Memory plan (finish): the results of generated kernels and library calls that the caller
-// never sees live in one arena per run, at offsets chosen over the whole plan: a buffer's
-// lifetime runs from the step that defines it to the last read of it or of any view of it,
+// Memory plan (codegen/memory_plan, set_memory): the results of generated kernels and library calls
+// that the caller never sees live in one arena per run, at offsets chosen over the whole plan: a
+// buffer's lifetime runs from the step that defines it to the last read of it or of any view of it,
 // and buffers whose lifetimes do not meet share bytes (placed largest first at the lowest
 // offset free for their lifetime). A kernel result may take the very bytes of an operand
-// that dies at that step, when the kernel allows it (Step::may_reuse). The frontend builds a Plan
-// from a graph (frontend/executable); nothing here knows the IR.
+// that dies at that step, when the kernel allows it (Step::may_reuse). The lowering builds a
+// Plan from a graph (codegen/build_plan) and plans its memory; nothing here knows the IR.
 #pragma once
 
 #include <cstdint>
@@ -56,7 +56,7 @@ public:
     /// buffer when the operand dies here (ir::kernel::Kernel::may_write_over).
     std::vector<std::pair<size_t, size_t>> may_reuse;
   };
-  /// What the memory plan decided (finish).
+  /// What the memory plan decided (set_memory).
   struct MemoryPlan {
     size_t arena_bytes = 0;   // one block per run
     size_t planned_bytes = 0; // the planned buffers' sum: what they take without reuse
@@ -78,8 +78,18 @@ public:
   void add_output(size_t slot) { outputs_.push_back(slot); }
   void add_write(size_t target, size_t source) { writes_.push_back({target, source}); }
   /// After the last step is added: each slot that is not an output or a write's target or
-  /// source is released by the step that reads it last.
+  /// source is released by the step that reads it last. Until set_memory, every result is
+  /// allocated as its step runs.
   void finish(size_t num_slots);
+  /// Where a result lives: planned ones in the run's arena, at an offset.
+  struct Placement {
+    bool planned = false;
+    size_t offset = 0, nbytes = 0; // bytes
+    Shape sizes;                   // contiguous
+    DType dtype = DType::f32;
+  };
+  /// Takes a memory plan (codegen::plan_memory): a placement per slot.
+  void set_memory(std::vector<Placement> placement, MemoryPlan summary);
 
   /// Runs the plan on `inputs` (indexed as bind_input numbered them), performs the writes and
   /// returns the outputs. Tracing is suspended while it runs.
@@ -88,17 +98,11 @@ public:
   std::span<const Step> steps() const { return steps_; }
   std::span<const KernelCall> kernels() const { return kernels_; }
   std::span<const Write> writes() const { return writes_; }
+  std::span<const size_t> outputs() const { return outputs_; }
+  size_t num_slots() const { return num_slots_; }
   const MemoryPlan& memory_plan() const { return memory_; }
 
 private:
-  /// Where a planned slot lives in the arena.
-  struct Placement {
-    bool planned = false;
-    size_t offset = 0, nbytes = 0; // bytes
-    Shape sizes;                   // contiguous
-    DType dtype = DType::f32;
-  };
-  void plan_memory(const std::vector<bool>& keep);
   Tensor placed(size_t slot, const std::shared_ptr<Storage>& arena) const;
   size_t num_slots_ = 0;
   std::vector<std::pair<size_t, Tensor>> constants_;
