@@ -93,7 +93,7 @@ Expected<void> check_schedule(const Schedule& s, const Kernel& k) {
     return Error::without_location("schedule " + s.str() + ": vector=inner needs an inner " +
                                    "variable, and kernel " + k.name + " has none");
   for (const Instr& in : k.instrs)
-    if (in.kind == Instr::Kind::reduce && (in.op == Op::argmax || in.op == Op::argmin))
+    if (in.kind == Instr::Kind::reduce && op_traits(in.op).arg)
       return Error::without_location("schedule " + s.str() + ": vector=inner cannot run the " +
                                      std::string(op_name(in.op)) + " of kernel " + k.name);
   return {};
@@ -158,8 +158,7 @@ Schedule choose_schedule(const Kernel& k, int vector_bytes, const ScheduleOverri
     // Constants are splat once; argmax indices are i64 beside the values they track.
     if (in.kind != Instr::Kind::constant && (in.dtype == DType::f64 || in.dtype == DType::i64))
       widest = 8;
-    if (in.kind == Instr::Kind::reduce && (in.op == Op::argmax || in.op == Op::argmin))
-      arg_reduction = true;
+    if (in.kind == Instr::Kind::reduce && op_traits(in.op).arg) arg_reduction = true;
   }
   int lanes = static_cast<int>(std::clamp<int64_t>(vector_bytes / widest, 1, 16));
   int64_t inner = 1;

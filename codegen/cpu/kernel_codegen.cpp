@@ -347,7 +347,7 @@ private:
 
   // ---- values ----
   llvm::Value* constant(const Instr& in, int lanes) {
-    llvm::Value* c;
+    llvm::Value* c = nullptr;
     if (is_float(in.dtype))
       c = llvm::ConstantFP::get(scalar_type(in.dtype), in.value);
     else if (in.dtype == DType::bool_)
@@ -531,19 +531,22 @@ private:
   // ---- reductions ----
   llvm::Value* identity(Op o, DType t, int lanes) {
     llvm::Type* st = scalar_type(t);
-    llvm::Value* c;
+    llvm::Value* c = nullptr;
     bool fl = is_float(t);
-    switch (o) {
-    case Op::sum: c = llvm::Constant::getNullValue(st); break;
-    case Op::prod: c = fl ? llvm::ConstantFP::get(st, 1.0) : llvm::ConstantInt::get(st, 1); break;
-    case Op::amax:
-    case Op::argmax:
+    // The fold's identity (ops.def's traits column): 0, 1, -inf (or the lowest), +inf.
+    switch (op_traits(o).fold) {
+    case OpTraits::Fold::sum: c = llvm::Constant::getNullValue(st); break;
+    case OpTraits::Fold::prod:
+      c = fl ? llvm::ConstantFP::get(st, 1.0) : llvm::ConstantInt::get(st, 1);
+      break;
+    case OpTraits::Fold::max:
       c = fl               ? llvm::ConstantFP::getInfinity(st, true)
           : is_unsigned(t) ? llvm::ConstantInt::get(st, 0)
                            : llvm::ConstantInt::get(
                                  st, llvm::APInt::getSignedMinValue(st->getIntegerBitWidth()));
       break;
-    default: // amin, argmin
+    case OpTraits::Fold::min:
+    case OpTraits::Fold::none: // not a fold: the verifier allows no such reduce
       c = fl ? llvm::ConstantFP::getInfinity(st, false)
           : is_unsigned(t)
               ? llvm::ConstantInt::get(st, llvm::APInt::getMaxValue(st->getIntegerBitWidth()))
@@ -615,10 +618,10 @@ private:
       Acc& a = accs->at(id);
       llvm::Value* x = arg(in, 0, lanes);
       llvm::AllocaInst* slot_v = lanes == a.lanes ? a.value : a.tail_value;
-      if (in.op == Op::argmax || in.op == Op::argmin) {
+      if (op_traits(in.op).arg) {
         DType xt = arg_dtype(in);
         llvm::Value* acc = b_.CreateLoad(type(xt, lanes), slot_v);
-        llvm::Value* upd = better(in.op == Op::argmax, x, acc, xt);
+        llvm::Value* upd = better(op_traits(in.op).fold == OpTraits::Fold::max, x, acc, xt);
         b_.CreateStore(b_.CreateSelect(upd, x, acc), slot_v);
         llvm::Value* idx = splat(vars_[static_cast<size_t>(in.arg_var)], lanes);
         llvm::Value* old = b_.CreateLoad(type(DType::i64, lanes), a.index);
@@ -648,7 +651,7 @@ private:
       if (in.kind != Instr::Kind::reduce) continue;
       Acc a;
       a.lanes = L;
-      bool arg = in.op == Op::argmax || in.op == Op::argmin;
+      const bool arg = op_traits(in.op).arg;
       DType vt = arg ? arg_dtype(in) : in.dtype;
       a.value = slot(type(vt, L));
       b_.CreateStore(identity(in.op, vt, L), a.value);
@@ -713,7 +716,7 @@ private:
     // Results: combine lanes (inner mode) in a fixed order, round f16/bf16 once.
     for (auto& [id, a] : accs) {
       const Instr& in = k_.instrs[static_cast<size_t>(id)];
-      bool arg = in.op == Op::argmax || in.op == Op::argmin;
+      const bool arg = op_traits(in.op).arg;
       DType vt = arg ? arg_dtype(in) : in.dtype;
       llvm::Value* v;
       if (arg) {

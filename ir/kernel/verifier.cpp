@@ -62,7 +62,7 @@ std::string var_span(int from, int to) {
   return s;
 }
 
-bool is_arg_reduction(Op op) { return op == Op::argmax || op == Op::argmin; }
+bool is_arg_reduction(Op op) { return op_traits(op).arg; }
 
 bool is_loop_reduction(Op op) {
   return op == Op::sum || op == Op::prod || op == Op::amax || op == Op::amin ||
