@@ -129,6 +129,70 @@ int write_result(const std::string& path, const std::string& text) {
   return 0;
 }
 
+/// The graphs of a .kir text through the passes; each printed in o.format, or the lowering's
+/// `stage` of it (after the fuse pass). Returns the exit status.
+int opt_graphs(const OptOptions& o, const passes::PassManager& pm,
+               std::optional<codegen::Stage> stage, const std::string& text,
+               const std::string& file, std::ostream& out) {
+  Expected<ir::ParsedModule> parsed = ir::parse_module(text, file);
+  if (!parsed) {
+    std::cerr << parsed.error().message() << "\n";
+    return 1;
+  }
+  ir::ParsedModule& module = *parsed;
+
+  passes::PassContext ctx;
+  ctx.verify_each = o.verify_each;
+  ctx.print_after_all = o.print_after_all;
+  ctx.log_passes = log_enabled("passes");
+  try {
+    for (size_t k = 0; k < module.graphs.size(); ++k) {
+      ir::Graph& g = *module.graphs[k];
+      if (o.verify_input) {
+        const ir::Node* failed = nullptr;
+        if (auto v = ir::verify(g, &failed); !v) {
+          std::cerr << located(file, module, failed, v.error().message()) << "\n";
+          return 1;
+        }
+      }
+      ctx.fusion.reset();
+      if (auto r = pm.run(g, ctx); !r) {
+        std::cerr << file << ": error: " << r.error().message() << "\n";
+        return 1;
+      }
+      if (k) out << "\n";
+      if (stage) {
+        if (!ctx.fusion) {
+          std::cerr << "kiln opt: --print=" << o.print << " needs the fuse pass last in --passes\n";
+          return 2;
+        }
+        codegen::LowerOptions lo;
+        lo.simplify = false;
+        lo.fusion = ctx.fusion;
+        lo.stop_after = *stage;
+        lo.print_stages = {*stage};
+        lo.print = [&](codegen::Stage, const std::string& text) { out << text; };
+        if (auto r = codegen::lower(std::move(module.graphs[k]), lo); !r) {
+          std::cerr << file << ": error: " << r.error().message() << "\n";
+          return 1;
+        }
+        continue;
+      }
+      if (o.format == "kir")
+        ir::print(out, g);
+      else if (o.format == "dot")
+        out << ir::to_dot(g);
+      else
+        out << ir::to_mlir(g);
+    }
+  } catch (const Error& e) {
+    std::cerr << file << ": error: " << e.message() << "\n";
+    return 1;
+  }
+
+  return 0;
+}
+
 } // namespace
 
 int opt_main(std::span<const std::string_view> args) {
@@ -215,63 +279,8 @@ int opt_main(std::span<const std::string_view> args) {
     return write_result(o.output, kout.str());
   }
   if (o.run || !o.inputs.empty()) return usage_error("--run and --input apply to loop IR");
-  Expected<ir::ParsedModule> parsed = ir::parse_module(text, file);
-  if (!parsed) {
-    std::cerr << parsed.error().message() << "\n";
-    return 1;
-  }
-  ir::ParsedModule& module = *parsed;
-
-  passes::PassContext ctx;
-  ctx.verify_each = o.verify_each;
-  ctx.print_after_all = o.print_after_all;
-  ctx.log_passes = log_enabled("passes");
   std::ostringstream out;
-  try {
-    for (size_t k = 0; k < module.graphs.size(); ++k) {
-      ir::Graph& g = *module.graphs[k];
-      if (o.verify_input) {
-        const ir::Node* failed = nullptr;
-        if (auto v = ir::verify(g, &failed); !v) {
-          std::cerr << located(file, module, failed, v.error().message()) << "\n";
-          return 1;
-        }
-      }
-      ctx.fusion.reset();
-      if (auto r = pm.run(g, ctx); !r) {
-        std::cerr << file << ": error: " << r.error().message() << "\n";
-        return 1;
-      }
-      if (k) out << "\n";
-      if (stage) {
-        if (!ctx.fusion) {
-          std::cerr << "kiln opt: --print=" << o.print << " needs the fuse pass last in --passes\n";
-          return 2;
-        }
-        codegen::LowerOptions lo;
-        lo.simplify = false;
-        lo.fusion = ctx.fusion;
-        lo.stop_after = *stage;
-        lo.print_stages = {*stage};
-        lo.print = [&](codegen::Stage, const std::string& text) { out << text; };
-        if (auto r = codegen::lower(std::move(module.graphs[k]), lo); !r) {
-          std::cerr << file << ": error: " << r.error().message() << "\n";
-          return 1;
-        }
-        continue;
-      }
-      if (o.format == "kir")
-        ir::print(out, g);
-      else if (o.format == "dot")
-        out << ir::to_dot(g);
-      else
-        out << ir::to_mlir(g);
-    }
-  } catch (const Error& e) {
-    std::cerr << file << ": error: " << e.message() << "\n";
-    return 1;
-  }
-
+  if (const int rc = opt_graphs(o, pm, stage, text, file, out); rc != 0) return rc;
   return write_result(o.output, out.str());
 }
 
