@@ -38,8 +38,9 @@ public:
   /// The code generated for the kernels, before optimisation, as text (LLVM IR for the CPU).
   virtual std::string source(std::span<const ir::kernel::Kernel> kernels,
                              std::span<const Schedule> schedules) const = 0;
-  /// Compiles the kernels into one object. A failure is what the target cannot compile;
-  /// the pipeline then runs the graph without generated code.
+  /// Compiles the kernels into one blob of code, stored in the cache as it is: for the CPU,
+  /// an object, or a bundle of objects compiled at once (cpu/object_check.h). A failure is
+  /// what the target cannot compile; the pipeline then runs the graph without generated code.
   virtual Expected<std::string> compile(std::span<const ir::kernel::Kernel> kernels,
                                         std::span<const Schedule> schedules) const = 0;
   /// Whether bytes are a well-formed object of this target (a corrupt cache entry is a miss).

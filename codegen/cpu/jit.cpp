@@ -125,6 +125,9 @@ std::shared_ptr<JitLibrary> load_object(std::string_view object, std::string_vie
   if (Expected<void> ok = check_object(object); !ok)
     throw Error::without_location(
         detail::str("LLVM JIT: can't load object ", name, ": ", ok.error().message()));
+  std::vector<std::string_view> parts;
+  if (Expected<std::vector<std::string_view>> split = split_objects(object))
+    parts = std::move(*split); // well formed: check_object split it already
   Backend& b = backend();
   std::shared_ptr<JitLibrary> lib(new JitLibrary());
   lib->impl_ = std::make_unique<JitLibrary::Impl>();
@@ -138,14 +141,19 @@ std::shared_ptr<JitLibrary> load_object(std::string_view object, std::string_vie
     dylib.addGenerator(take(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
                                 b.jit->getDataLayout().getGlobalPrefix()),
                             "process symbols"));
-    auto buffer = llvm::MemoryBuffer::getMemBufferCopy(
-        llvm::StringRef(object.data(), object.size()), lib->impl_->name);
-    if (llvm::Error e = b.jit->addObjectFile(dylib, std::move(buffer))) {
-      failure = to_string(std::move(e));
-      if (llvm::Error r = b.jit->getExecutionSession().removeJITDylib(dylib))
-        llvm::consumeError(std::move(r));
-    } else {
+    // A bundle's objects (kernels compiled on several threads) all go into this library.
+    for (std::string_view part : parts) {
+      auto buffer = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(part.data(), part.size()),
+                                                         lib->impl_->name);
+      if (llvm::Error e = b.jit->addObjectFile(dylib, std::move(buffer))) {
+        failure = to_string(std::move(e));
+        break;
+      }
+    }
+    if (failure.empty()) {
       lib->impl_->dylib = &dylib;
+    } else if (llvm::Error r = b.jit->getExecutionSession().removeJITDylib(dylib)) {
+      llvm::consumeError(std::move(r));
     }
   }
   // Thrown outside the lock: the library's destructor takes it.
@@ -159,11 +167,13 @@ void prepare_module(llvm::Module& m) {
   m.setDataLayout(b.machine->createDataLayout());
 }
 
-std::string compile_module(llvm::Module& m, const HostTarget& target, int64_t large_module) {
+std::string compile_module(llvm::Module& m, const HostTarget& target, int64_t large_module,
+                           bool own_machine) {
   Backend& b = backend();
-  // Another CPU than the host's gets a machine of its own (same triple and data layout).
+  // Another CPU than the host's gets a machine of its own (same triple and data layout), as
+  // does a compile that runs beside others.
   std::unique_ptr<llvm::TargetMachine> other;
-  if (target.cpu != b.target.cpu || target.features != b.target.features) {
+  if (own_machine || target.cpu != b.target.cpu || target.features != b.target.features) {
     llvm::orc::JITTargetMachineBuilder jtmb{llvm::Triple(target.triple)};
     jtmb.setCPU(target.cpu);
     jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
@@ -184,7 +194,9 @@ std::string compile_module(llvm::Module& m, const HostTarget& target, int64_t la
   }
   const bool large =
       large_module >= 0 && static_cast<int64_t>(m.getInstructionCount()) > large_module;
-  std::lock_guard lock(b.mutex);
+  // The host's machine serves one compile at a time; one of our own needs no lock.
+  std::unique_lock<std::mutex> lock(b.mutex, std::defer_lock);
+  if (!other) lock.lock();
   {
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;

@@ -18,13 +18,18 @@
 #include <llvm/IR/PatternMatch.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <algorithm>
+#include <numeric>
 #include <unordered_map>
 
 #include "codegen/cpu/jit.h"
 #include "codegen/cpu/llvm_target.h"
+#include "codegen/cpu/object_check.h"
 #include "codegen/cpu/reuse_plan.h"
 #include "codegen/cpu/vector_math.h"
 #include "runtime/error.h"
+#include "runtime/ops.h"
+#include "runtime/parallel.h"
 
 namespace kiln::codegen::cpu {
 namespace {
@@ -796,12 +801,71 @@ std::string compile_kernels(std::span<const Kernel> kernels, std::span<const Sch
   return compile_kernels(kernels, schedules, module_name, target, CodegenOptions{});
 }
 
+namespace {
+
+/// The kernels split into parts compiled apart: each part's kernel indices, in order. A kernel
+/// goes with every other of its body (an alias lives in its function's object); bodies are
+/// placed largest first on the part with the fewest instructions so far.
+std::vector<std::vector<size_t>> partition(std::span<const Kernel> kernels,
+                                           std::span<const Schedule> schedules, int parts) {
+  std::vector<std::vector<size_t>> bodies; // kernel indices per distinct body, first-seen order
+  std::unordered_map<std::string, size_t> body_of;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    auto [it, fresh] = body_of.try_emplace(body_key(kernels[i], schedules[i]), bodies.size());
+    if (fresh) bodies.emplace_back();
+    bodies[it->second].push_back(i);
+  }
+  const size_t n = std::min(bodies.size(), static_cast<size_t>(std::max(parts, 1)));
+  std::vector<size_t> order(bodies.size());
+  std::iota(order.begin(), order.end(), 0);
+  auto size = [&](size_t b) { return kernels[bodies[b].front()].instrs.size(); };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return size(a) > size(b); });
+  std::vector<std::vector<size_t>> out(n);
+  std::vector<size_t> load(n, 0);
+  for (size_t b : order) {
+    const size_t p = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[p] += size(b);
+    out[p].insert(out[p].end(), bodies[b].begin(), bodies[b].end());
+  }
+  for (std::vector<size_t>& part : out)
+    std::sort(part.begin(), part.end());
+  return out;
+}
+
+} // namespace
+
 std::string compile_kernels(std::span<const Kernel> kernels, std::span<const Schedule> schedules,
                             std::string_view module_name, const HostTarget& target,
                             const CodegenOptions& options) {
-  llvm::LLVMContext ctx;
-  std::unique_ptr<llvm::Module> m = build(ctx, kernels, schedules, module_name, target, options);
-  return compile_module(*m, target, options.large_module_instructions);
+  const int threads = options.parallel > 0 ? options.parallel : get_num_threads();
+  std::vector<std::vector<size_t>> parts = partition(kernels, schedules, threads);
+  if (parts.size() <= 1 || !options.dedupe) {
+    llvm::LLVMContext ctx;
+    std::unique_ptr<llvm::Module> m = build(ctx, kernels, schedules, module_name, target, options);
+    return compile_module(*m, target, options.large_module_instructions);
+  }
+  // Each part in a context of its own, on its own thread of the pool.
+  std::vector<std::string> objects(parts.size());
+  parallel_for(
+      0, static_cast<int64_t>(parts.size()), 1,
+      [&](int64_t begin, int64_t end) {
+        for (int64_t p = begin; p < end; ++p) {
+          std::vector<Kernel> ks;
+          std::vector<Schedule> ss;
+          for (size_t i : parts[static_cast<size_t>(p)]) {
+            ks.push_back(kernels[i]);
+            ss.push_back(schedules[i]);
+          }
+          llvm::LLVMContext ctx;
+          std::unique_ptr<llvm::Module> m = build(
+              ctx, ks, ss, std::string(module_name) + "." + std::to_string(p), target, options);
+          objects[static_cast<size_t>(p)] =
+              compile_module(*m, target, options.large_module_instructions, /*own_machine=*/true);
+        }
+      },
+      static_cast<int>(parts.size()));
+  return bundle_objects(objects);
 }
 
 std::string kernels_llvm_ir(std::span<const Kernel> kernels, std::span<const Schedule> schedules) {

@@ -34,6 +34,10 @@ struct CodegenOptions {
   /// A module of more LLVM instructions than this (before optimisation) is optimised with a
   /// cheaper pipeline (llvm_target.h, compile_module); negative: always O3.
   int64_t large_module_instructions = 20000;
+  /// Kernels of distinct bodies are spread over up to this many modules, compiled at once on
+  /// the thread pool and returned as a bundle of objects (object_check.h, split_objects); 0:
+  /// as many as the pool has threads; 1: one module, one object.
+  int parallel = 0;
 };
 
 /// Generates LLVM IR for each kernel under its schedule (a function named after the kernel),

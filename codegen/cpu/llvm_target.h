@@ -20,6 +20,9 @@ void prepare_module(llvm::Module& m);
 /// pipeline instead (SROA, EarlyCSE, InstCombine, SimplifyCFG; no loop passes, no SLP):
 /// kiln's kernels are vectorized already, and on large ones O3's loop passes take time
 /// superlinear in the number of loops (docs/performance.md, "Compile time").
-std::string compile_module(llvm::Module& m, const HostTarget& target, int64_t large_module = -1);
+/// With `own_machine`, the module gets a target machine of its own, so that compiles on several
+/// threads run at once (the process's host machine serves one compile at a time).
+std::string compile_module(llvm::Module& m, const HostTarget& target, int64_t large_module = -1,
+                           bool own_machine = false);
 
 } // namespace kiln::codegen::cpu

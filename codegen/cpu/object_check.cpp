@@ -328,10 +328,74 @@ private:
 
 } // namespace
 
+namespace {
+
+constexpr std::string_view kBundleMagic = "KILNOBJS";
+constexpr uint32_t kMaxBundled = 256;
+
+template <typename T> T read_le(std::string_view bytes, size_t at) {
+  T v = 0;
+  for (size_t k = 0; k < sizeof(T); ++k)
+    v |= static_cast<T>(static_cast<unsigned char>(bytes[at + k])) << (8 * k);
+  return v;
+}
+
+template <typename T> void write_le(std::string& out, T v) {
+  for (size_t k = 0; k < sizeof(T); ++k)
+    out += static_cast<char>((v >> (8 * k)) & 0xff);
+}
+
+} // namespace
+
+Expected<std::vector<std::string_view>> split_objects(std::string_view blob) {
+  if (!blob.starts_with(kBundleMagic)) return std::vector<std::string_view>{blob};
+  const size_t header = kBundleMagic.size() + sizeof(uint32_t);
+  if (blob.size() < header) return Error::without_location("malformed bundle: truncated header");
+  const uint32_t count = read_le<uint32_t>(blob, kBundleMagic.size());
+  if (count < 2 || count > kMaxBundled)
+    return Error::without_location("malformed bundle: " + std::to_string(count) + " objects");
+  std::vector<std::string_view> objects;
+  size_t at = header;
+  for (uint32_t k = 0; k < count; ++k) {
+    if (blob.size() - at < sizeof(uint64_t))
+      return Error::without_location("malformed bundle: object " + std::to_string(k) +
+                                     "'s length is cut off");
+    const uint64_t size = read_le<uint64_t>(blob, at);
+    at += sizeof(uint64_t);
+    if (size > blob.size() - at)
+      return Error::without_location("malformed bundle: object " + std::to_string(k) +
+                                     " runs past the end");
+    objects.push_back(blob.substr(at, static_cast<size_t>(size)));
+    at += static_cast<size_t>(size);
+  }
+  if (at != blob.size()) return Error::without_location("malformed bundle: bytes after the end");
+  return objects;
+}
+
+std::string bundle_objects(std::span<const std::string> objects) {
+  KILN_ASSERT(objects.size() >= 2 && objects.size() <= kMaxBundled, "a bundle of ", objects.size(),
+              " objects");
+  std::string out(kBundleMagic);
+  write_le<uint32_t>(out, static_cast<uint32_t>(objects.size()));
+  for (const std::string& o : objects) {
+    write_le<uint64_t>(out, o.size());
+    out += o;
+  }
+  return out;
+}
+
 Expected<void> check_object(std::string_view object) {
-  std::string problem = ObjectChecker(object).run();
-  if (problem.empty()) return {};
-  return Error::without_location("malformed object: " + problem);
+  Expected<std::vector<std::string_view>> parts = split_objects(object);
+  if (!parts) return parts.error();
+  for (size_t k = 0; k < parts->size(); ++k) {
+    std::string problem = ObjectChecker((*parts)[k]).run();
+    if (problem.empty()) continue;
+    return Error::without_location((parts->size() > 1
+                                        ? "malformed object " + std::to_string(k) + " of a bundle: "
+                                        : std::string("malformed object: ")) +
+                                   problem);
+  }
+  return {};
 }
 
 } // namespace kiln::codegen::cpu

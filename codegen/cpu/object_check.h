@@ -1,7 +1,10 @@
 // check_object: the structural validation of an ELF object before the JIT links it.
 #pragma once
 
+#include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "runtime/error.h"
 
@@ -19,6 +22,16 @@ namespace kiln::codegen::cpu {
 /// with every symbol index in range (the null symbol only for no-op relocations) and every
 /// patched field inside the target section; group sections; and the record lengths of .eh_frame.
 /// Needs no LLVM (the cache fuzzer runs it). Fails with an error naming the first problem found.
+/// `object` may also be a bundle of such objects (split_objects): each is checked.
 Expected<void> check_object(std::string_view object);
+
+/// The ELF objects in a code blob: the blob itself, or the objects of a bundle: "KILNOBJS", a
+/// little-endian u32 count (2 to 256), then each object as a little-endian u64 length and its
+/// bytes, nothing after the last. Kernels compiled on several threads come as a bundle; the
+/// JIT links every object of it into one library. A malformed bundle is an error.
+Expected<std::vector<std::string_view>> split_objects(std::string_view blob);
+
+/// Bundles objects (at least two) as split_objects reads them.
+std::string bundle_objects(std::span<const std::string> objects);
 
 } // namespace kiln::codegen::cpu

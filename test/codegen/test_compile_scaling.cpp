@@ -12,6 +12,7 @@
 
 #include "codegen/cpu/jit.h"
 #include "codegen/cpu/kernel_codegen.h"
+#include "codegen/cpu/object_check.h"
 #include "codegen/cpu/reuse_plan.h"
 #include "codegen/lower_group.h"
 #include "ir/parser.h"
@@ -167,13 +168,18 @@ TEST_CASE("compile-time measures give the plain code's results bit for bit", "[c
     plain.dedupe = false;
     plain.reuse = false;
     plain.large_module_instructions = -1;
+    plain.parallel = 1;
     CodegenOptions all; // every measure, whatever the size
     all.inline_math_limit = 0;
     all.large_module_instructions = 0;
+    all.parallel = 3; // three modules compiled at once: a bundle of three objects
     const std::vector<std::string> want =
         run_all(compile_kernels(l.kernels, l.schedules, "plain", host_target(), plain), l);
-    const std::vector<std::string> got =
-        run_all(compile_kernels(l.kernels, l.schedules, "all", host_target(), all), l);
+    const std::string bundle = compile_kernels(l.kernels, l.schedules, "all", host_target(), all);
+    kiln::Expected<std::vector<std::string_view>> parts = split_objects(bundle);
+    REQUIRE(parts);
+    CHECK(parts->size() == 3);
+    const std::vector<std::string> got = run_all(bundle, l);
     const std::vector<std::string> defaults =
         run_all(compile_kernels(l.kernels, l.schedules, "defaults"), l);
     REQUIRE(want.size() == got.size());

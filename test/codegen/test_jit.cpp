@@ -3,6 +3,7 @@
 
 #include "codegen/cpu/jit.h"
 #include "codegen/cpu/kernel_codegen.h"
+#include "codegen/cpu/object_check.h"
 #include "codegen/lower_group.h"
 #include "ir/parser.h"
 #include "passes/fusion.h"
@@ -76,10 +77,17 @@ TEST_CASE("kernels compile for CPUs the host is not, at every width", "[jit]") {
     for (const char* cpu : {"x86-64-v4", "x86-64-v3", "x86-64"}) {
       INFO(cpu);
       std::string object = compile_kernels(l.kernels, l.schedules, "foreign", cpu_target(cpu));
-      REQUIRE(object.size() > 64);
-      CHECK(object.compare(0, 4,
+      // One object, or a bundle of objects compiled on several threads: each an ELF file.
+      kiln::Expected<std::vector<std::string_view>> parts =
+          kiln::codegen::cpu::split_objects(object);
+      REQUIRE(parts);
+      for (std::string_view part : *parts) {
+        REQUIRE(part.size() > 64);
+        CHECK(part.compare(0, 4,
                            "\x7f"
                            "ELF") == 0);
+      }
+      CHECK(kiln::codegen::cpu::check_object(object));
       objects.push_back(object);
     }
     CHECK(objects[0] != objects[2]); // AVX-512 code is not the baseline's

@@ -300,3 +300,41 @@ TEST_CASE("a cached object that fails check_object is a miss and is recompiled",
   CHECK(kiln::testing::close_to_eager(got, affine_relu, x) == std::nullopt);
   CHECK(codegen::DiskCache::global().load(r.key) == r.object); // rewritten by the recompile
 }
+
+TEST_CASE("bundles of objects split back, and a damaged bundle is a clear error",
+          "[object_check]") {
+  const std::string a = "first object", b = "the second";
+  const std::string bundle = codegen::cpu::bundle_objects(std::vector<std::string>{a, b});
+  Expected<std::vector<std::string_view>> parts = codegen::cpu::split_objects(bundle);
+  REQUIRE(parts);
+  REQUIRE(parts->size() == 2);
+  CHECK((*parts)[0] == a);
+  CHECK((*parts)[1] == b);
+  // Not a bundle: the blob is its one object.
+  parts = codegen::cpu::split_objects("\x7f"
+                                      "ELF...");
+  REQUIRE(parts);
+  CHECK(parts->size() == 1);
+  // Every truncation, a count of one, an object running past the end, bytes after the end.
+  for (size_t n = 8; n < bundle.size(); ++n) {
+    INFO("prefix of " << n);
+    CHECK_FALSE(codegen::cpu::split_objects(std::string_view(bundle).substr(0, n)));
+  }
+  std::string one = bundle;
+  one[8] = 1;
+  CHECK_FALSE(codegen::cpu::split_objects(one));
+  std::string long_length = bundle;
+  long_length[12] = static_cast<char>(0xff);
+  CHECK_FALSE(codegen::cpu::split_objects(long_length));
+  CHECK_FALSE(codegen::cpu::split_objects(bundle + "x"));
+  // A bundle's objects are each checked: damage in the second is named.
+  const std::string& o = real_object().object;
+  std::string damaged = o;
+  damaged[0] = 'X';
+  auto bad = check_object(codegen::cpu::bundle_objects(std::vector<std::string>{o, damaged}));
+  REQUIRE_FALSE(bad);
+  CHECK_THAT(bad.error().message(), Catch::Contains("malformed object 1 of a bundle"));
+  // Two well-formed objects that define the same kernel: the JIT refuses, with an error.
+  CHECK(try_load(codegen::cpu::bundle_objects(std::vector<std::string>{o, o})) ==
+        Outcome::refused_by_jit);
+}
