@@ -64,10 +64,7 @@ std::string var_span(int from, int to) {
 
 bool is_arg_reduction(Op op) { return op_traits(op).arg; }
 
-bool is_loop_reduction(Op op) {
-  return op == Op::sum || op == Op::prod || op == Op::amax || op == Op::amin ||
-         is_arg_reduction(op);
-}
+bool is_loop_reduction(Op op) { return op_traits(op).is_fold(); }
 
 /// Ops whose result is floating whatever their operands were (the lowering casts first).
 bool is_floating_op(Op op) {
