@@ -1,5 +1,5 @@
 // CompiledFunction: the entry cache (guards → replay or re-trace), the graph cache
-// (structural hash + equality → executable), recompile limits, stats, logs and dumps.
+// (structural hash + equality → compiled graph), recompile limits, stats, logs and dumps.
 #include "frontend/compile.h"
 
 #include <algorithm>
@@ -61,7 +61,7 @@ struct Entry {
 
 struct CachedGraph {
   std::string key; // the traced graph's structural key (compared in full on lookup)
-  std::shared_ptr<const CompiledGraph> executable;
+  std::shared_ptr<const CompiledGraph> compiled;
 };
 
 std::vector<Tensor> tensor_args(std::span<const detail::CallArg> args) {
@@ -113,7 +113,7 @@ struct CompiledFunction::State {
     for (const CachedGraph& c : bucket)
       if (c.key == key) {
         ++stats.cache_hits;
-        return c.executable;
+        return c.compiled;
       }
     auto start = std::chrono::steady_clock::now();
     int id = g_dump_counter.fetch_add(1);
@@ -210,9 +210,9 @@ struct CompiledFunction::State {
       }
     }
     std::vector<Tensor> outs;
-    if (r.executable) {
-      outs = r.executable->run(inputs);
-      stats.kernels = r.executable->launches;
+    if (r.compiled) {
+      outs = r.compiled->run(inputs);
+      stats.kernels = r.compiled->launches;
     } else {
       for (size_t k : r.forwarded)
         outs.push_back(inputs[k]);

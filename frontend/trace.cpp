@@ -441,7 +441,7 @@ void TraceSession::cut(std::vector<Tensor>* results) {
   }
   if (results != nullptr && breaks_.empty()) {
     auto r = std::make_shared<Replay>();
-    r->executable = exe;
+    r->compiled = exe;
     r->bindings = s.bindings;
     for (size_t k = 0; k < result_plans.size(); ++k) {
       const Plan& p = result_plans[k];

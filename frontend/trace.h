@@ -44,7 +44,7 @@ struct ModeReadGuard {
   std::string name;
 };
 
-/// Compiles (or finds) the executable of a traced graph; supplied by CompiledFunction.
+/// Compiles (or finds) the compiled graph of a traced graph; supplied by CompiledFunction.
 using CompileGraphFn =
     std::function<std::shared_ptr<const codegen::CompiledGraph>(const ir::Graph& traced)>;
 
@@ -87,7 +87,7 @@ public:
 
   /// For a call without breaks: everything needed to run it again without the user's code.
   struct Replay {
-    std::shared_ptr<const codegen::CompiledGraph> executable;
+    std::shared_ptr<const codegen::CompiledGraph> compiled;
     std::vector<InputBinding> bindings;
     /// Per result: the graph output it is, or -1 with `fixed[k]` the tensor it always is.
     std::vector<int64_t> result_outputs;
@@ -96,7 +96,7 @@ public:
     /// the writes (a tensor the graph wrote in place, returned as eager code returns it).
     std::vector<int64_t> result_input;
     std::vector<std::vector<std::pair<Op, Attrs>>> result_steps;
-    /// Without an executable (a graph with no nodes): the input each output forwards.
+    /// Without a compiled graph (a graph with no nodes): the input each output forwards.
     std::vector<size_t> forwarded;
   };
   /// Set by finish when the call had no breaks.
