@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <unordered_map>
 
 #include "passes/fusion_groups.h"
@@ -22,21 +23,26 @@ using ir::kernel::view_source;
 
 // ---- lowerability -------------------------------------------------------------------------
 
-bool is_lowerable(const ir::Node& n) {
+std::optional<std::string> no_lowering(const ir::Node& n) {
   for (const ir::Value* v : n.inputs())
-    if (v->type().device().type != DeviceType::cpu) return false;
+    if (v->type().device().type != DeviceType::cpu) return "an operand is not on the CPU";
   const ir::Type& out = n.output()->type();
-  if (out.device().type != DeviceType::cpu) return false;
+  if (out.device().type != DeviceType::cpu) return "its result is not on the CPU";
   const OpTraits& traits = op_traits(n.op());
-  if (!traits.lowerable) return false; // fmod, the division-by-zero error, scans stay eager
-  if (n.op() == Op::pow) return is_floating(out.dtype());
-  if (!traits.is_fold()) return true;
+  if (n.schema().kind == OpKind::contraction)
+    return "a contraction: its library call (oneDNN) or kiln's eager kernel";
+  if (!traits.lowerable) return "the op has no lowering (ops.def traits: eager)";
+  if (n.op() == Op::pow && !is_floating(out.dtype())) return "integer pow";
+  if (!traits.is_fold()) return std::nullopt;
   const ir::Type& in = n.input(0)->type();
-  if (traits.arg && in.rank() == 0) return false; // no dim to index along: eager answers 0
+  if (traits.arg && in.rank() == 0) return "a 0-d operand (no dim to index along)";
   // An empty max or min is an error eagerly; an empty sum or product is its identity.
-  return in.numel() > 0 || traits.fold == OpTraits::Fold::sum ||
-         traits.fold == OpTraits::Fold::prod;
+  if (in.numel() == 0 && traits.fold != OpTraits::Fold::sum && traits.fold != OpTraits::Fold::prod)
+    return "an empty operand (the eager kernel reports the error)";
+  return std::nullopt;
 }
+
+bool is_lowerable(const ir::Node& n) { return !no_lowering(n); }
 
 // ---- the merge rules ----------------------------------------------------------------------
 
@@ -249,9 +255,17 @@ FusionResult fuse(const ir::Graph& g, const FusionOptions& options) {
     }
     result.log.push_back(line);
   }
-  for (int k = 0; k < groups.size(); ++k)
-    if (const ir::Node* x = groups.node(k); !is_view(x) && !absorbed.count(x) && is_lowerable(*x))
-      groups.add(k);
+  for (int k = 0; k < groups.size(); ++k) {
+    const ir::Node* x = groups.node(k);
+    if (is_view(x) || absorbed.count(x)) continue;
+    if (std::optional<std::string> why = no_lowering(*x)) {
+      // An eager call: a library call (its log line above, or none without epilogues) or an
+      // op the code generator does not lower.
+      if (!anchor_call.count(x)) result.log.push_back("eager: " + groups.label(x) + ": " + *why);
+      continue;
+    }
+    groups.add(k);
+  }
   if (options.fuse) {
     merge_producers(groups, result);
     merge_horizontal(groups, result);

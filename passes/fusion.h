@@ -3,6 +3,7 @@
 // runs every other node as a call of its eager kernel (an extern call), in `order`.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,8 +54,9 @@ struct FusionResult {
   std::vector<FusionGroup> groups;
   std::vector<FusionStep> order; // a topological order of the steps
   std::vector<LibraryCall> library_calls;
-  /// One line per formed group and per candidate pair that was not fused, with the reason
-  /// (`KILN_LOGS=fusion`).
+  /// One line per library call, per node that stays an eager call and why, per merge and
+  /// per candidate pair that was not fused with the reason, and per formed group
+  /// (`KILN_LOGS=fusion`, `kiln dump --stage fused`).
   std::vector<std::string> log;
 };
 
@@ -71,7 +73,10 @@ struct FusionOptions {
 /// one call. Empty when library epilogues are unavailable.
 std::vector<LibraryCall> match_library_epilogues(const ir::Graph& g);
 
-/// Whether the code generator lowers this node (the op, its attributes and dtypes).
+/// Why the code generator does not lower this node (the op, its attributes, dtypes and
+/// devices), or nullopt when it does. Such a node runs as an eager call; the fusion log says
+/// why (`eager: %N op: reason`).
+std::optional<std::string> no_lowering(const ir::Node& n);
 bool is_lowerable(const ir::Node& n);
 
 /// Groups the nodes of a graph (see docs/ir.md, "Fusion", for the rules). Legality: a merge
