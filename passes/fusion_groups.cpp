@@ -12,7 +12,8 @@ using ir::kernel::Domain;
 using ir::kernel::is_view;
 
 Groups::Groups(const ir::Graph& g)
-    : nodes_(g.node_list()), numbering_(g), member_(nodes_.size(), 0), sets_(nodes_.size()) {
+    : nodes_(g.node_list()), span_count_(nodes_.size() + 2, 0), numbering_(g),
+      member_(nodes_.size(), 0), sets_(nodes_.size()) {
   for (size_t k = 0; k < nodes_.size(); ++k)
     pos_[nodes_[k]] = static_cast<int>(k);
 }
@@ -33,7 +34,29 @@ void Groups::add(int p) {
   costly_[p] = op_traits(x->op()).costly;
 }
 
+void Groups::cover(int root, int delta) {
+  const std::vector<int>& m = members(root);
+  if (m.back() - m.front() < 2) return; // no position strictly inside
+  auto add = [&](int at, int d) {
+    for (size_t i = static_cast<size_t>(at) + 1; i < span_count_.size(); i += i & (~i + 1))
+      span_count_[i] += d;
+  };
+  add(m.front() + 1, delta); // positions first+1 .. last-1
+  add(m.back(), -delta);
+}
+
+int Groups::straddling(int p, int a, int b) const {
+  int n = 0;
+  for (size_t i = static_cast<size_t>(p) + 1; i > 0; i -= i & (~i + 1))
+    n += span_count_[i];
+  for (int g : {a, b})
+    if (members(g).front() < p && p < members(g).back()) --n;
+  return n;
+}
+
 void Groups::merge(int a, int b, Domain merged) {
+  cover(a, -1);
+  cover(b, -1);
   const int root = static_cast<int>(sets_.unite(static_cast<size_t>(a), static_cast<size_t>(b)));
   const int other = root == a ? b : a;
   std::vector<int>& into = members_.at(root);
@@ -47,6 +70,7 @@ void Groups::merge(int a, int b, Domain merged) {
   members_.erase(other);
   domain_.erase(other);
   costly_.erase(other);
+  cover(root, +1);
 }
 
 void Groups::readers(const ir::Value* v, std::vector<const ir::Node*>& out, bool& escapes) {
@@ -70,6 +94,9 @@ void Groups::readers(const ir::Value* v, std::vector<const ir::Node*>& out, bool
 bool Groups::path(int from, int to, bool forward) {
   const int bound = forward ? members(to).back() : members(from).front();
   const int start = forward ? from : to, goal = forward ? to : from;
+  // Positions order the nodes, not the groups: past the bound, a path may still come back
+  // through a group with members on both sides of it. Without such a group, none can.
+  const bool prune = straddling(bound, from, to) == 0;
   std::vector<char> seen(static_cast<size_t>(2 * size()), 0);
   std::vector<int> expanded; // third groups reached
   std::vector<std::pair<int, bool>> stack;
@@ -82,7 +109,7 @@ bool Groups::path(int from, int to, bool forward) {
   // Reaching node y; true when that closes a path through an outside step.
   auto visit = [&](const ir::Node* y, bool outside) {
     const int p = pos(y);
-    if (forward ? p > bound : p < bound) return false; // positions are a topological order
+    if (prune && (forward ? p > bound : p < bound)) return false;
     if (member(y)) {
       const int g = find(p);
       if (g == goal) return outside;

@@ -58,7 +58,17 @@ private:
   /// searched forward from `from`'s members or backward from `to`'s.
   bool path(int from, int to, bool forward);
 
+  /// How many groups other than `a` and `b` have members on both sides of position p (a
+  /// group's span is from its first member to its last). Pruning a search by position is
+  /// sound only when none does: a group is one kernel, so a path that reaches its late member
+  /// continues from its early ones.
+  int straddling(int p, int a, int b) const;
+  void cover(int root, int delta); // adds a group's span to span_count_
+
   std::vector<ir::Node*> nodes_;
+  /// Spans of groups as a Fenwick tree of range additions: the prefix sum at p counts the
+  /// groups with first < p < last.
+  std::vector<int> span_count_;
   std::unordered_map<const ir::Node*, int> pos_;
   ir::ValueNumbering numbering_;
   std::vector<char> member_;
