@@ -288,8 +288,15 @@ private:
     const Elf64_Shdr& s = shdrs_[i];
     // Only sections with bytes in the file had their range checked (sections()): a null or
     // zero-fill section named .eh_frame has nothing to walk.
-    if (s.sh_type == SHT_NULL || s.sh_type == SHT_NOBITS) return "";
+    if (s.sh_type == SHT_NULL) return "";
     const std::string label = section_label(i) + " (.eh_frame)";
+    // The JIT registers an .eh_frame with the unwinder, which walks it from its address: it
+    // must be loaded (the cache fuzzer had an empty, unallocated one register address 0) and
+    // hold records in the file. kiln's own objects have none.
+    if (s.sh_type != SHT_PROGBITS && s.sh_type != SHT_X86_64_UNWIND)
+      return label + ": of type " + std::to_string(s.sh_type) + ", not program data";
+    if ((s.sh_flags & SHF_ALLOC) == 0) return label + ": not allocated";
+    if (s.sh_size < 4) return label + ": " + std::to_string(s.sh_size) + " bytes, no record";
     std::set<uint64_t> cies;
     uint64_t pos = 0;
     while (pos < s.sh_size) {
