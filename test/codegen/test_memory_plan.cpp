@@ -7,31 +7,13 @@
 #include <kiln/kiln.h>
 
 #include "codegen/memory_plan.h"
+#include "plan_testing.h"
 #include "runtime/plan.h"
 
 using namespace kiln;
 
-namespace {
-
-// A kernel with the generated ABI: out[r] = 2 * in[r] for r in [begin, end) (f32).
-void twice(char* const* buffers, int64_t begin, int64_t end) {
-  const auto* in = reinterpret_cast<const float*>(buffers[0]);
-  auto* out = reinterpret_cast<float*>(buffers[1]);
-  for (int64_t r = begin; r < end; ++r)
-    out[r] = 2 * in[r];
-}
-
-Plan::Step eager(Op op, const Attrs& attrs, std::vector<size_t> operands,
-                 std::vector<size_t> results) {
-  Plan::Step s;
-  s.op = op;
-  s.attrs = &attrs;
-  s.operands = std::move(operands);
-  s.results = std::move(results);
-  return s;
-}
-
-} // namespace
+using kiln::testing::eager;
+using kiln::testing::twice;
 
 namespace {
 

@@ -6,35 +6,14 @@
 
 #include <kiln/kiln.h>
 
+#include "plan_testing.h"
 #include "runtime/plan.h"
 
 using namespace kiln;
 
-namespace {
-
-// A kernel with the generated ABI: out[r] = 2 * in[r] for r in [begin, end) (f32), and a
-// count of how often each row ran.
-std::vector<std::atomic<int>>* g_row_runs = nullptr;
-void twice(char* const* buffers, int64_t begin, int64_t end) {
-  const auto* in = reinterpret_cast<const float*>(buffers[0]);
-  auto* out = reinterpret_cast<float*>(buffers[1]);
-  for (int64_t r = begin; r < end; ++r) {
-    out[r] = 2 * in[r];
-    if (g_row_runs) (*g_row_runs)[static_cast<size_t>(r)]++;
-  }
-}
-
-Plan::Step eager(Op op, const Attrs& attrs, std::vector<size_t> operands,
-                 std::vector<size_t> results) {
-  Plan::Step s;
-  s.op = op;
-  s.attrs = &attrs;
-  s.operands = std::move(operands);
-  s.results = std::move(results);
-  return s;
-}
-
-} // namespace
+using kiln::testing::eager;
+using kiln::testing::g_row_runs;
+using kiln::testing::twice;
 
 TEST_CASE("a plan runs eager steps and kernels over every row once", "[plan]") {
   const int64_t n = 100000;
