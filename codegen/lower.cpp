@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <type_traits>
 
 #include "codegen/build_plan.h"
 #include "codegen/cache.h"
@@ -53,16 +54,24 @@ class Stages {
 public:
   Stages(const LowerOptions& o, CompiledGraph& out) : o_(o), out_(out) {}
 
-  /// Runs one stage; the summary describes its result for the log.
+  /// Runs one stage and returns what it returns; summary() then describes it for the log.
   template <typename F> auto run(std::string_view name, F&& stage) {
-    auto start = std::chrono::steady_clock::now();
-    auto result = stage();
-    out_.times.push_back(
-        {name,
-         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-             .count(),
-         {}});
-    return result;
+    const auto start = std::chrono::steady_clock::now();
+    auto timed = [&] {
+      out_.times.push_back(
+          {name,
+           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+               .count(),
+           {}});
+    };
+    if constexpr (std::is_void_v<decltype(stage())>) {
+      stage();
+      timed();
+    } else {
+      auto result = stage();
+      timed();
+      return result;
+    }
   }
   void summary(std::string s) { out_.times.back().summary = std::move(s); }
 
@@ -70,7 +79,7 @@ public:
     return o_.print &&
            std::find(o_.print_stages.begin(), o_.print_stages.end(), s) != o_.print_stages.end();
   }
-  /// Prints a stage's text when asked for; whether the pipeline goes on after it.
+  /// Prints a stage's text when asked for; whether the pipeline stops after it.
   template <typename F> bool done(Stage s, F&& text) {
     if (printing(s)) o_.print(s, text());
     return s >= o_.stop_after;
@@ -177,11 +186,13 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
         std::find(traced_inputs.begin(), traced_inputs.end(), in) - traced_inputs.begin()));
   if (stages.done(Stage::simplified, [&] { return ir::print(*out.graph); })) return out;
 
-  if (!options.generate_code) {
-    stages.run("plan", [&] { return (build_interpreted_plan(out, input_map), 0); });
+  // The interpreter's plan: every node an eager call.
+  auto interpreted = [&]() -> Expected<CompiledGraph> {
+    stages.run("plan", [&] { build_interpreted_plan(out, input_map); });
     stages.done(Stage::plan, [&] { return plan_text(out); });
-    return out;
-  }
+    return std::move(out);
+  };
+  if (!options.generate_code) return interpreted();
 
   // fuse: ir::Graph -> FusionResult.
   const passes::FusionResult fusion = stages.run(
@@ -224,9 +235,7 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
     if (!emitted.code) {
       // What the target cannot compile runs on the interpreter.
       out.fallback = emitted.code.error().message();
-      stages.run("plan", [&] { return (build_interpreted_plan(out, input_map), 0); });
-      stages.done(Stage::plan, [&] { return plan_text(out); });
-      return out;
+      return interpreted();
     }
     out.cache_hit = emitted.cache_hit;
     out.code = emitted.code->library;
@@ -234,10 +243,8 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
   }
 
   // plan: everything -> the runtime Plan.
-  stages.run("plan", [&] {
-    build_fused_plan(out, input_map, fusion, lowered, schedules, entries);
-    return 0;
-  });
+  stages.run("plan",
+             [&] { build_fused_plan(out, input_map, fusion, lowered, schedules, entries); });
   stages.summary(std::to_string(out.plan.steps().size()) + " steps, " +
                  out.plan.memory_plan().str());
   stages.done(Stage::plan, [&] { return plan_text(out); });

@@ -13,7 +13,8 @@ using ir::kernel::is_view;
 
 Groups::Groups(const ir::Graph& g)
     : nodes_(g.node_list()), span_count_(nodes_.size() + 2, 0), numbering_(g),
-      member_(nodes_.size(), 0), sets_(nodes_.size()) {
+      member_(nodes_.size(), 0), sets_(nodes_.size()), members_(nodes_.size()),
+      domain_(nodes_.size()), costly_(nodes_.size(), 0) {
   for (size_t k = 0; k < nodes_.size(); ++k)
     pos_[nodes_[k]] = static_cast<int>(k);
 }
@@ -29,9 +30,10 @@ std::string Groups::label(const ir::Node* x) const {
 void Groups::add(int p) {
   const ir::Node* x = node(p);
   member_[static_cast<size_t>(p)] = 1;
-  members_[p] = {p};
-  domain_[p] = Domain::of(*x);
-  costly_[p] = op_traits(x->op()).costly;
+  const auto at = static_cast<size_t>(p);
+  members_[at] = {p};
+  domain_[at] = Domain::of(*x);
+  costly_[at] = op_traits(x->op()).costly ? 1 : 0;
 }
 
 void Groups::cover(int root, int delta) {
@@ -59,17 +61,17 @@ void Groups::merge(int a, int b, Domain merged) {
   cover(b, -1);
   const int root = static_cast<int>(sets_.unite(static_cast<size_t>(a), static_cast<size_t>(b)));
   const int other = root == a ? b : a;
-  std::vector<int>& into = members_.at(root);
-  std::vector<int> from = std::move(members_.at(other));
+  const auto r = static_cast<size_t>(root), o = static_cast<size_t>(other);
   std::vector<int> all;
-  all.reserve(into.size() + from.size());
-  std::merge(into.begin(), into.end(), from.begin(), from.end(), std::back_inserter(all));
-  into = std::move(all);
-  domain_[root] = std::move(merged);
-  costly_[root] = costly_.at(root) || costly_.at(other);
-  members_.erase(other);
-  domain_.erase(other);
-  costly_.erase(other);
+  all.reserve(members_[r].size() + members_[o].size());
+  std::merge(members_[r].begin(), members_[r].end(), members_[o].begin(), members_[o].end(),
+             std::back_inserter(all));
+  members_[r] = std::move(all);
+  members_[o] = {};
+  domain_[r] = std::move(merged);
+  domain_[o] = {};
+  costly_[r] = costly_[r] | costly_[o];
+  costly_[o] = 0;
   cover(root, +1);
 }
 

@@ -36,9 +36,9 @@ public:
   int group_of(const ir::Node* x) { return find(pos(x)); }
   /// Per group (by root): its members' positions, ascending; its domain; whether a member
   /// is a costly op (ops.def traits).
-  const std::vector<int>& members(int root) const { return members_.at(root); }
-  const ir::kernel::Domain& domain(int root) const { return domain_.at(root); }
-  bool costly(int root) const { return costly_.at(root); }
+  const std::vector<int>& members(int root) const { return members_[static_cast<size_t>(root)]; }
+  const ir::kernel::Domain& domain(int root) const { return domain_[static_cast<size_t>(root)]; }
+  bool costly(int root) const { return costly_[static_cast<size_t>(root)] != 0; }
   /// Joins groups a and b (roots) into one iterating `merged`.
   void merge(int a, int b, ir::kernel::Domain merged);
 
@@ -73,9 +73,10 @@ private:
   ir::ValueNumbering numbering_;
   std::vector<char> member_;
   UnionFind sets_;
-  std::unordered_map<int, std::vector<int>> members_;
-  std::unordered_map<int, ir::kernel::Domain> domain_;
-  std::unordered_map<int, bool> costly_;
+  // By root position; empty for positions that are no group's root.
+  std::vector<std::vector<int>> members_;
+  std::vector<ir::kernel::Domain> domain_;
+  std::vector<char> costly_;
 };
 
 } // namespace kiln::passes

@@ -288,7 +288,8 @@ TEST_CASE("a long row sum keeps several vector accumulators folded in a fixed or
   CHECK(results.size() == 3); // the widths really differ: each is its own order
 }
 
-// Softmax computes exp once (the sum loop stashes it in the output): test/passes/fusion/softmax.kir.
+// Softmax computes exp once (the sum loop stashes it in the output):
+// test/passes/fusion/softmax.kir.
 
 TEST_CASE("a stashed value serves only the output it is stored in", "[fusion]") {
   // Both outputs use exp(x - max) in the map loop: one takes it from its own buffer, the
