@@ -1,17 +1,32 @@
-"""The kiln bench workloads under PyTorch: eager and torch.compile (Inductor's C++ backend),
-with the same shapes, thread count, warm-up and interleaved repetitions as `kiln bench`, and
-the same JSON schema (kiln.bench/1, runner "torch"). Run by bench/peers/run.
+"""The kiln bench workloads under PyTorch: eager and torch.compile (Inductor's C++ backend) in
+kiln's modes, with the same shapes, thread count, warm-up and interleaved repetitions as
+`kiln bench`, and the same JSON schema (kiln.bench/1, runner "torch"). Run by bench/peers/run.
 
-    python torch_bench.py [WORKLOAD ...] [--reps N] [--warmup N] [--threads N] [--json FILE]
-                          [--chain N,N,...]
+    python torch_bench.py [WORKLOAD ...] [--modes M,M,...] [--reps N] [--warmup N]
+                          [--threads N] [--json FILE] [--chain N,N,...]
+
+--modes takes kiln's names (default: all three):
+  default          torch.compile(mode="default"), row mode "torch.compile" (bench/compare's peer)
+  reduce_overhead  torch.compile(mode="reduce-overhead"), row mode "reduce_overhead"; CUDA graphs
+                   are CUDA-only, so on CPU Inductor skips them (the row's cudagraph_skips)
+  max_autotune     torch.compile(mode="max-autotune"), row mode "max_autotune", with Inductor's
+                   GEMM backends set to CPP,ATEN (its C++ GEMM template against the library
+                   call) and freezing on: the template only takes constant weights
+Each mode compiles after torch._dynamo.reset() (no graph shared between modes), so the modes
+are timed in blocks: each block interleaves eager (and onednn-alone) with one mode, and the
+eager row pools all blocks' samples. A mode that fails gets a row in "failed", with "error".
 """
 
 import argparse
 import json
+import logging
 import os
+import re
 import statistics
 import sys
 import time
+import warnings
+from unittest import mock
 
 import torch
 import torch._dynamo
@@ -186,13 +201,162 @@ def summarize(samples):
             "max_ms": max(samples), "reps": len(samples)}
 
 
+# kiln's mode name -> torch.compile's mode, the row's mode label, and Inductor config patches.
+MAX_AUTOTUNE_GEMM_BACKENDS = "CPP,ATEN"
+MODES = {
+    # The default mode keeps the label bench/compare pairs kiln's modes with.
+    "default": ("default", "torch.compile", {}),
+    "reduce_overhead": ("reduce-overhead", "reduce_overhead", {}),
+    # The C++ GEMM template (torch/_inductor/utils.py use_cpp_gemm_template) needs the
+    # weights to be graph constants, which only freezing makes them; without it every
+    # linear stays an ATen addmm and the template is never tried.
+    "max_autotune": ("max-autotune", "max_autotune",
+                     {"max_autotune_gemm_backends": MAX_AUTOTUNE_GEMM_BACKENDS,
+                      "freezing": True}),
+}
+
+
+def parse_modes(v):
+    modes = []
+    for m in (x.strip() for x in v.split(",")):
+        if not m or m == "eager":  # eager always runs, as the baseline
+            continue
+        if m not in MODES:
+            raise argparse.ArgumentTypeError(
+                f"unknown mode {m!r} (eager, default, reduce_overhead, max_autotune)")
+        if m not in modes:
+            modes.append(m)
+    return modes
+
+
+def reason(e):
+    """The exception's type and the first non-empty line of its message."""
+    lines = [line for line in str(e).splitlines() if line.strip()]
+    return f"{type(e).__name__}: {lines[0].strip()}" if lines else type(e).__name__
+
+
+class Capture(logging.Handler):
+    """PyTorch's warnings while a mode compiles: Python warnings and WARNING log records (the
+    cudagraphs artifact log does not propagate, so it gets the handler itself)."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages = []
+        self.loggers = [logging.getLogger("torch")]
+        try:
+            import torch._inductor.cudagraph_utils as cudagraph_utils
+            self.loggers.append(cudagraph_utils.cudagraphs_log)
+        except (ImportError, AttributeError):
+            pass
+        self.caught = warnings.catch_warnings(record=True)
+
+    def emit(self, record):
+        message = f"{record.name}: {record.getMessage()}".splitlines()[0]
+        if message not in self.messages:
+            self.messages.append(message)
+
+    def __enter__(self):
+        self.recorded = self.caught.__enter__()
+        warnings.simplefilter("always")
+        for lg in self.loggers:
+            lg.addHandler(self)
+        return self
+
+    def __exit__(self, *exc):
+        for lg in self.loggers:
+            lg.removeHandler(self)
+        self.caught.__exit__(*exc)
+        for w in self.recorded:
+            message = f"{w.category.__name__}: {w.message}".splitlines()[0]
+            if message not in self.messages:
+                self.messages.append(message)
+        return False
+
+
+def gemm_kernels(codes):
+    """In Inductor's output code: C++ GEMM template kernels (each defines a micro-GEMM) and
+    GEMMs left to a library call."""
+    text = "\n".join(codes)
+    template = len(re.findall(r"inline void \w*micro_gemm\(", text))
+    extern = len(re.findall(r"extern_kernels\.(?:mm|addmm|bmm|baddbmm)\(|mkldnn\._linear_pointwise"
+                            r"|mkl\._mkl_linear", text))
+    return template, extern
+
+
+def compile_mode(mode, fn, inputs, warmup):
+    """Compiles fn in one of kiln's modes after a dynamo reset and runs its first call and the
+    warm-up: returns (call, row fields)."""
+    from torch._dynamo.utils import counters
+    from torch._inductor import config as inductor_config
+    from torch._inductor.graph import GraphLowering
+
+    torch_mode, _, patches = MODES[mode]
+    torch._dynamo.reset()
+    codes, tuned = [], []
+
+    def feedback(timings, name, *_):
+        ms_of = {getattr(c, "name", str(c)): round(t, 4) if t < float("inf") else None
+                 for c, t in timings.items()}  # a choice that failed times as inf
+        timed = {c: t for c, t in ms_of.items() if t is not None}
+        best = min(timed, key=timed.get) if timed else None
+        tuned.append({"op": name, "best": best, "choices_ms": ms_of})
+
+    selector = None
+    if mode == "max_autotune":
+        try:
+            from torch._inductor import select_algorithm
+            selector = select_algorithm.get_algorithm_selector_cache()
+            selector.add_feedback_saver(feedback)
+        except (ImportError, AttributeError):
+            selector = None
+    before = {k: counters["inductor"][k] for k in
+              ("fxgraph_cache_hit", "fxgraph_cache_miss", "fxgraph_cache_bypass",
+               "cudagraph_skips")}
+    fields = {"compile_mode": mode, "torch_mode": torch_mode}
+    if patches:
+        fields["inductor_config"] = dict(patches)
+    if "max_autotune_gemm_backends" in patches:
+        fields["gemm_backends"] = patches["max_autotune_gemm_backends"]
+    capture = Capture()
+    try:
+        with capture, inductor_config.patch(patches), \
+                mock.patch.object(GraphLowering, "save_output_code", codes.append):
+            compiled = torch.compile(fn, mode=torch_mode)
+            call = lambda: compiled(*inputs)  # noqa: E731
+            fields["first_call_ms"] = ms(call)
+            for _ in range(max(warmup - 1, 0)):
+                call()
+    finally:
+        if selector is not None:
+            try:
+                selector.feedback_saver_fns.remove(feedback)
+            except (AttributeError, ValueError):
+                pass
+        fields["warnings"] = capture.messages
+    for k, v in before.items():
+        if counters["inductor"][k] - v:
+            fields[k] = counters["inductor"][k] - v
+    fields["cpp_gemm_template_kernels"], fields["extern_gemm_calls"] = gemm_kernels(codes)
+    if tuned:
+        fields["autotune"] = tuned
+    return call, fields
+
+
 def run(args):
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     table = workloads()
     names = args.workloads or list(table) + ["compile"]
-    results, notes = [], []
+    results, failed, notes = [], [], []
     compile_info = None
+
+    def fail(name, label, e, **fields):
+        row = {"workload": name, "mode": label, "error": reason(e)}
+        row.update(fields)
+        failed.append(row)
+        notes.append(f"{name} {label}: {row['error']}")
+        print(f"{name:<12}{label:<16}failed: {row['error']}", flush=True)
+
     with torch.inference_mode():
         for name in names:
             if name == "compile":
@@ -201,34 +365,68 @@ def run(args):
                 sys.exit(f"torch_bench: unknown workload {name!r}")
             bound, nbytes, make = table[name]
             fn, inputs, reference = make()
-            calls = [("eager", lambda: fn(*inputs))]
+            base = [("eager", lambda: fn(*inputs))]
             if reference is not None:
-                calls.append(("onednn-alone", reference))
-            first = {}
-            try:
-                compiled = torch.compile(fn)
-                calls.append(("torch.compile", lambda: compiled(*inputs)))
-            except Exception as e:  # noqa: BLE001 - report why, keep measuring eager
-                notes.append(f"{name}: torch.compile failed: {e!r}")
-            good = []
-            for label, call in calls:
+                base.append(("onednn-alone", reference))
+            first, extra, samples = {}, {}, {}
+            good_base = []
+            for label, call in base:
                 try:
                     first[label] = ms(call)
                     for _ in range(max(args.warmup - 1, 0)):
                         call()
-                    good.append((label, call))
-                except Exception as e:  # noqa: BLE001
-                    notes.append(f"{name} {label}: {type(e).__name__}: {e}".splitlines()[0])
-            samples = {label: [] for label, _ in good}
-            for _ in range(args.reps):
-                for label, call in good:
-                    samples[label].append(ms(call))
-            for label, _ in good:
+                    good_base.append((label, call))
+                    samples[label] = []
+                except Exception as e:  # noqa: BLE001 - report why, keep measuring the rest
+                    fail(name, label, e)
+            # One block per mode, each after its own dynamo reset (which drops every compiled
+            # graph, so modes cannot be interleaved with each other); eager runs in each block.
+            blocks = list(args.modes) or [None]
+            order = [label for label, _ in good_base]
+            dead = set()
+            for mode in blocks:
+                calls = [(label, call) for label, call in good_base if label not in dead]
+                if mode is not None:
+                    label = MODES[mode][1]
+                    try:
+                        call, fields = compile_mode(mode, fn, inputs, args.warmup)
+                    except Exception as e:  # noqa: BLE001
+                        fail(name, label, e, compile_mode=mode, torch_mode=MODES[mode][0])
+                        continue
+                    for w in fields["warnings"]:
+                        print(f"{name:<12}{label:<16}warning: {w}", flush=True)
+                    first[label], extra[label] = fields.pop("first_call_ms"), fields
+                    samples[label] = []
+                    order.append(label)
+                    calls.append((label, call))
+                start = len(samples.get("eager", []))
+                for _ in range(args.reps):
+                    for label, call in list(calls):
+                        try:
+                            samples[label].append(ms(call))
+                        except Exception as e:  # noqa: BLE001
+                            fail(name, label, e, after_reps=len(samples[label]))
+                            calls.remove((label, call))
+                            dead.add(label)
+                if mode is not None and samples.get("eager", [])[start:]:
+                    # eager in this mode's block alone: the pair timed side by side
+                    extra[MODES[mode][1]]["block_eager_median_ms"] = statistics.median(
+                        samples["eager"][start:])
+            for label in order:
+                if label in dead or not samples.get(label):
+                    continue
                 row = {"workload": name, "mode": label, "bound": bound, "bytes": nbytes,
                        "first_call_ms": first[label]}
                 row.update(summarize(samples[label]))
+                row.update(extra.get(label, {}))
                 results.append(row)
-                print(f"{name:<12}{label:<16}{row['median_ms']:10.3f} ms", flush=True)
+                gemm = ""
+                if label in extra and (row["cpp_gemm_template_kernels"] or
+                                       row["extern_gemm_calls"]):
+                    gemm = (f"  (GEMMs: {row['cpp_gemm_template_kernels']} C++ template, "
+                            f"{row['extern_gemm_calls']} library)")
+                print(f"{name:<12}{label:<16}{row['median_ms']:10.3f} ms  first call "
+                      f"{row['first_call_ms']:.1f} ms{gemm}", flush=True)
         if "compile" in names:
             # Cold: caches disabled (Inductor's FX graph and kernel caches would otherwise
             # hold the gpt compiled above); warm: a fresh compile with the on-disk caches on.
@@ -291,6 +489,15 @@ def run(args):
     out = {"schema": "kiln.bench/1", "runner": "torch", "version": torch.__version__,
            "machine": {"cpu": cpu, "threads": args.threads}, "results": results,
            "notes": notes}
+    if failed:
+        out["failed"] = failed
+    try:
+        import torch._inductor.config as inductor_config
+        # first_call_ms of a compiled mode is a cold compile only with Inductor's caches off
+        # (TORCHINDUCTOR_FORCE_DISABLE_CACHES=1); each row's fxgraph_cache_* counts say which.
+        out["inductor_caches_disabled"] = bool(inductor_config.force_disable_caches)
+    except (ImportError, AttributeError):
+        pass
     if compile_info:
         out["compile"] = compile_info
     if chain_info:
@@ -306,6 +513,9 @@ def run(args):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("workloads", nargs="*")
+    p.add_argument("--modes", type=parse_modes, default=list(MODES),
+                   help="compiled modes, kiln's names: default,reduce_overhead,max_autotune "
+                        "(default: all three); eager always runs")
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
