@@ -20,6 +20,7 @@
 #include "ir/verifier.h"
 #include "runtime/logs.h"
 #include "runtime/ops/dispatch.h"
+#include "runtime/static_plan.h"
 #include "runtime/tracing.h"
 
 namespace kiln {
@@ -57,6 +58,13 @@ std::atomic<int> g_dump_counter{0};
 struct Entry {
   GuardSet guards;
   std::shared_ptr<TraceSession::Replay> replay; // null: the call breaks, so it is re-traced
+  /// reduce_overhead: the replay's plan fixed to this entry's geometry (the first replay
+  /// builds it); it points into replay->compiled, which the entry holds.
+  std::unique_ptr<StaticPlan> fixed;
+  /// Per graph input, the graph's inputs of a replay (kept so that a replay allocates none).
+  std::vector<Tensor> inputs;
+  /// Per tensor argument, its position among the call's arguments.
+  std::vector<size_t> tensor_positions;
 };
 
 struct CachedGraph {
@@ -79,6 +87,7 @@ struct CompiledFunction::State {
   nn::Module* module = nullptr;
   std::mutex mu;
   std::vector<Entry> entries;
+  size_t hot = 0; // the entry that answered the last call
   std::map<uint64_t, std::vector<CachedGraph>> graphs;
   CompileStats stats;
   bool warned = false;
@@ -187,7 +196,12 @@ struct CompiledFunction::State {
     if (!add_entry) return results;
     const TraceSession::Replay* replay = session.replay().get();
     Entry e{GuardSet::build(args, module, replay, session.host_reads(), session.mode_reads()),
-            session.replay()};
+            session.replay(),
+            nullptr,
+            {},
+            {}};
+    for (size_t i = 0; i < args.size(); ++i)
+      if (args[i].is_tensor) e.tensor_positions.push_back(i);
     if (wants("guards")) {
       std::cerr << "[kiln guards] entry " << entries.size() << ":\n";
       for (const std::string& line : e.guards.describe())
@@ -197,20 +211,40 @@ struct CompiledFunction::State {
     return results;
   }
 
-  std::vector<Tensor> replay(const TraceSession::Replay& r, std::span<const detail::CallArg> args) {
+  bool static_plans() const { return options.mode != Mode::default_; }
+
+  /// Runs an entry's graph without the user's code. Under reduce_overhead the entry's static
+  /// plan runs (built by its first replay), and nothing is allocated but the results.
+  std::vector<Tensor> replay(Entry& e, std::span<const detail::CallArg> args) {
     ++stats.replays;
-    std::vector<Tensor> targs = tensor_args(args);
-    std::vector<Tensor> inputs;
-    inputs.reserve(r.bindings.size());
-    for (const frontend::InputBinding& b : r.bindings) {
+    const TraceSession::Replay& r = *e.replay;
+    std::vector<Tensor>& inputs = e.inputs;
+    inputs.resize(r.bindings.size());
+    for (size_t k = 0; k < r.bindings.size(); ++k) {
+      const frontend::InputBinding& b = r.bindings[k];
       switch (b.kind) {
-      case frontend::InputBinding::Kind::argument: inputs.push_back(targs[b.argument]); break;
-      case frontend::InputBinding::Kind::captured: inputs.emplace_back(b.captured); break;
-      case frontend::InputBinding::Kind::constant: inputs.emplace_back(); break;
+      case frontend::InputBinding::Kind::argument:
+        inputs[k] = args[e.tensor_positions[b.argument]].tensor;
+        break;
+      case frontend::InputBinding::Kind::captured: inputs[k] = Tensor(b.captured); break;
+      case frontend::InputBinding::Kind::constant: inputs[k] = Tensor(); break;
       }
     }
     std::vector<Tensor> outs;
-    if (r.compiled) {
+    if (r.compiled && static_plans()) {
+      if (e.fixed) {
+        outs = e.fixed->run(inputs);
+      } else {
+        StaticPlan::Options so;
+        so.static_outputs = options.static_outputs;
+        so.time = options.profile;
+        e.fixed = StaticPlan::build(r.compiled->plan, inputs, so, outs);
+        ++stats.static_plans;
+        if (wants("lower"))
+          std::cerr << "[kiln lower] static plan: " << e.fixed->summary().str() << "\n";
+      }
+      stats.kernels = r.compiled->launches;
+    } else if (r.compiled) {
       outs = r.compiled->run(inputs);
       stats.kernels = r.compiled->launches;
     } else {
@@ -232,6 +266,8 @@ struct CompiledFunction::State {
         results.push_back(r.fixed[k]);
       }
     }
+    for (Tensor& t : inputs)
+      t = Tensor();
     return results;
   }
 
@@ -268,12 +304,30 @@ std::vector<Tensor> CompiledFunction::call(std::span<const detail::CallArg> args
   // Called while another compiled function traces: its ops belong to that trace.
   if (active_tracer() != nullptr) return body(tensor_args(args));
   State& s = *state_;
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point t0 = s.options.profile ? Clock::now() : Clock::time_point{};
   std::lock_guard lock(s.mu);
   ++s.stats.calls;
-  for (Entry& e : s.entries) {
-    if (e.guards.check(args, s.module)) continue;
-    if (e.replay) return s.replay(*e.replay, args);
-    return s.trace(args, body, /*add_entry=*/false);
+  // The entry that answered the last call is asked first.
+  const size_t n = s.entries.size();
+  for (size_t i = 0; i < n; ++i) {
+    const size_t k = i == 0 ? s.hot : (i <= s.hot ? i - 1 : i);
+    Entry& e = s.entries[k];
+    if (!e.guards.holds(args, s.module)) continue;
+    s.hot = k;
+    if (!e.replay) return s.trace(args, body, /*add_entry=*/false);
+    if (!s.options.profile || !e.fixed) return s.replay(e, args);
+    const Clock::time_point t1 = Clock::now();
+    const double kernels_before = e.fixed->timings().kernels_ns;
+    std::vector<Tensor> out = s.replay(e, args);
+    const double all = std::chrono::duration<double, std::nano>(Clock::now() - t1).count();
+    const double kernels = e.fixed->timings().kernels_ns - kernels_before;
+    CompileStats::Profile& p = s.stats.profile;
+    ++p.calls;
+    p.guards_ns += std::chrono::duration<double, std::nano>(t1 - t0).count();
+    p.kernels_ns += kernels;
+    p.setup_ns += all - kernels;
+    return out;
   }
   if (!s.entries.empty()) {
     std::string why = *s.entries.back().guards.check(args, s.module);
@@ -331,6 +385,7 @@ const CompileOptions& CompiledFunction::options() const { return state_->options
 void CompiledFunction::reset() {
   std::lock_guard lock(state_->mu);
   state_->entries.clear();
+  state_->hot = 0;
   state_->graphs.clear();
   state_->stats = {};
   state_->warned = false;

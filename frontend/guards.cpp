@@ -31,6 +31,14 @@ bool same_scalar(const Scalar& a, const Scalar& b) {
   return a.to_int() == b.to_int();
 }
 
+uint64_t scalar_bits(const Scalar& s) {
+  if (!s.is_floating()) return static_cast<uint64_t>(s.to_int());
+  double d = s.to_double();
+  uint64_t bits = 0;
+  std::memcpy(&bits, &d, sizeof d);
+  return bits;
+}
+
 const char* kind_str(const Scalar& s) {
   return s.is_bool() ? "bool" : s.is_integral() ? "int" : "float";
 }
@@ -113,7 +121,92 @@ GuardSet GuardSet::build(std::span<const detail::CallArg> args, const nn::Module
     g.versions_.assign(host_reads.begin(), host_reads.end());
   }
   g.alias_pattern(args, g.arg_alias_, g.captured_alias_);
+  if (module != nullptr) {
+    std::vector<const nn::Module*> modules;
+    std::vector<const Tensor*> members;
+    module->collect(modules, members);
+    for (const nn::Module* m : modules) {
+      g.flat_modules_.emplace_back(m, m->registrations());
+      g.flat_training_.push_back(m->is_training());
+    }
+    for (const Tensor* t : members)
+      g.flat_members_.emplace_back(t, t->defined() ? &t->impl() : nullptr);
+  }
+  g.flatten();
   return g;
+}
+
+void GuardSet::flatten() {
+  for (const ArgGuard& a : args_) {
+    FlatArg f;
+    f.is_tensor = a.is_tensor;
+    if (a.is_tensor) {
+      f.dtype = a.meta.dtype;
+      f.device = a.meta.device;
+      f.requires_grad = a.meta.requires_grad;
+      f.rank = static_cast<uint32_t>(a.meta.sizes.size());
+      f.dims = static_cast<uint32_t>(flat_dims_.size());
+      flat_dims_.insert(flat_dims_.end(), a.meta.sizes.begin(), a.meta.sizes.end());
+      flat_dims_.insert(flat_dims_.end(), a.meta.strides.begin(), a.meta.strides.end());
+    } else {
+      f.kind = a.scalar.kind();
+      f.bits = scalar_bits(a.scalar);
+    }
+    flat_args_.push_back(f);
+  }
+}
+
+bool GuardSet::same_meta(const TensorMetaGuard& want, const TensorImpl& got) {
+  return want.dtype == got.dtype && want.sizes == got.sizes && want.strides == got.strides &&
+         want.device == got.device && want.requires_grad == got.requires_grad;
+}
+
+bool GuardSet::holds(std::span<const detail::CallArg> args, const nn::Module* module) const {
+  if (is_grad_enabled() != grad_enabled_) return false;
+  for (const ModeReadGuard& m : modes_)
+    if (*m.flag != m.training) return false;
+  if (has_module_ != (module != nullptr)) return false;
+  for (size_t k = 0; k < flat_modules_.size(); ++k) {
+    const auto& [m, registrations] = flat_modules_[k];
+    if (m->registrations() != registrations || m->is_training() != flat_training_[k]) return false;
+  }
+  for (const auto& [member, impl] : flat_members_)
+    if ((member->defined() ? &member->impl() : nullptr) != impl) return false;
+  if (args.size() != flat_args_.size()) return false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const FlatArg& want = flat_args_[i];
+    const detail::CallArg& got = args[i];
+    if (want.is_tensor != got.is_tensor) return false;
+    if (!want.is_tensor) {
+      if (got.scalar.kind() != want.kind || scalar_bits(got.scalar) != want.bits) return false;
+      continue;
+    }
+    if (!got.tensor.defined()) return false;
+    const TensorImpl& t = got.tensor.impl();
+    if (t.dtype != want.dtype || t.device != want.device || t.requires_grad != want.requires_grad ||
+        t.sizes.size() != want.rank)
+      return false;
+    const int64_t* dims = flat_dims_.data() + want.dims;
+    for (uint32_t d = 0; d < want.rank; ++d)
+      if (t.sizes[d] != dims[d] || t.strides[d] != dims[want.rank + d]) return false;
+    // The pattern of memory sharing, as alias_pattern computes it.
+    const Storage* st = t.storage.get();
+    int64_t alias = kNoAlias, captured = kNoAlias;
+    if (st != nullptr) {
+      for (size_t j = 0; j < i && alias == kNoAlias; ++j)
+        if (args[j].is_tensor && args[j].tensor.defined() &&
+            args[j].tensor.impl().storage.get() == st)
+          alias = static_cast<int64_t>(j);
+      for (size_t c = 0; c < captured_.size() && captured == kNoAlias; ++c)
+        if (captured_[c].tensor->storage.get() == st) captured = static_cast<int64_t>(c);
+    }
+    if (alias != arg_alias_[i] || captured != captured_alias_[i]) return false;
+  }
+  for (const CapturedGuard& c : captured_)
+    if (!same_meta(c.meta, *c.tensor)) return false;
+  for (const HostReadGuard& v : versions_)
+    if ((v.tensor->storage ? v.tensor->storage->version() : 0) != v.version) return false;
+  return true;
 }
 
 std::optional<std::string> GuardSet::check(std::span<const detail::CallArg> args,

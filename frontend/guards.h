@@ -26,6 +26,9 @@ public:
   /// [2, 784]"), or nullopt when all hold.
   std::optional<std::string> check(std::span<const detail::CallArg> args,
                                    const nn::Module* module) const;
+  /// Whether every guard holds: the same answer as !check(), from flat arrays built once, with
+  /// no strings, maps or allocation (the hot path of every call; check() then says why not).
+  bool holds(std::span<const detail::CallArg> args, const nn::Module* module) const;
   /// One line per guard, for explain and KILN_LOGS=guards.
   std::vector<std::string> describe() const;
 
@@ -65,6 +68,25 @@ private:
   std::vector<int64_t> captured_alias_;
   void alias_pattern(std::span<const detail::CallArg> args, std::vector<int64_t>& arg_alias,
                      std::vector<int64_t>& captured_alias) const;
+
+  /// The same guards laid out for holds(): one record per argument, sizes and strides in one
+  /// array, module state as pointers with the values they had.
+  struct FlatArg {
+    bool is_tensor = false;
+    DType dtype = DType::f32;
+    Device device;
+    bool requires_grad = false;
+    uint32_t rank = 0, dims = 0; // sizes at flat_dims_[dims], strides right after
+    Scalar::Kind kind = Scalar::Kind::integral;
+    uint64_t bits = 0; // a scalar's value (a double's bits, or the integer)
+  };
+  std::vector<FlatArg> flat_args_;
+  std::vector<int64_t> flat_dims_;
+  std::vector<std::pair<const nn::Module*, size_t>> flat_modules_; // with registrations()
+  std::vector<bool> flat_training_;                                // per flat_modules_
+  std::vector<std::pair<const Tensor*, const TensorImpl*>> flat_members_;
+  void flatten();
+  static bool same_meta(const TensorMetaGuard& want, const TensorImpl& got);
 };
 
 } // namespace kiln::frontend

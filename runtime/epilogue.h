@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -69,5 +70,28 @@ bool library_epilogues_available();
 /// planned buffer), the result is written there and `*out` returned.
 Tensor run_with_epilogue(Op op, const Attrs& attrs, std::span<const Tensor> operands,
                          const Epilogue& ep, const Tensor* out = nullptr);
+
+/// A library call set up once and run again on other addresses of the same geometry (the
+/// static plans of Mode::reduce_overhead): the primitive, its argument block, scratchpad and
+/// packed weights are kept; a run points the arguments at the new addresses and executes.
+class PreparedLibraryCall {
+public:
+  virtual ~PreparedLibraryCall() = default;
+  /// The data of the step's operands, then of its result, in the order run_and_prepare took.
+  virtual void run(std::span<char* const> addresses) = 0;
+};
+
+/// True on a thread while it is inside a library's execution (oneDNN's primitive execute,
+/// whose own bookkeeping allocates on every call): tests that count a replay's allocations
+/// tell the library's from kiln's with it.
+bool in_library_call();
+
+/// Runs op with its epilogue into `out` (as run_with_epilogue does) and returns the library
+/// call it made, prepared to run again. Null when the ops ran one by one, or the call read a
+/// copy of an operand (a strided post-op operand), or two operands share an address: a rerun
+/// of such a step goes through run_with_epilogue.
+std::unique_ptr<PreparedLibraryCall> run_and_prepare(Op op, const Attrs& attrs,
+                                                     std::span<const Tensor> operands,
+                                                     const Epilogue& ep, const Tensor& out);
 
 } // namespace kiln

@@ -29,14 +29,7 @@ void run_kernel(const Plan::KernelCall& k, std::span<const Tensor> operands,
     buffers.push_back(out.numel() == 0 ? nullptr : static_cast<char*>(out.raw_data()));
   }
   if (k.rows == 0 || empty) return;
-  KernelEntry entry = k.entry;
-  char* const* args = buffers.data();
-  if (k.rows <= k.grain || in_parallel_region()) {
-    entry(args, 0, k.rows);
-    return;
-  }
-  parallel_for(
-      0, k.rows, k.grain, [&](int64_t b, int64_t e) { entry(args, b, e); }, k.threads);
+  k.run(buffers.data());
 }
 
 std::string mib(size_t bytes) {
@@ -46,6 +39,16 @@ std::string mib(size_t bytes) {
 }
 
 } // namespace
+
+void Plan::KernelCall::run(char* const* buffers) const {
+  if (rows <= grain || in_parallel_region()) {
+    entry(buffers, 0, rows);
+    return;
+  }
+  KernelEntry e = entry;
+  parallel_for(
+      0, rows, grain, [e, buffers](int64_t b, int64_t end) { e(buffers, b, end); }, threads);
+}
 
 void Plan::bind_constant(size_t slot, Tensor value) {
   constants_.emplace_back(slot, std::move(value));
@@ -160,26 +163,28 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs) const {
   out.reserve(outputs_.size());
   for (size_t s : outputs_)
     out.push_back(slots[s]);
-  if (!writes_.empty()) {
-    // Every write reads the value its source had when the graph ended: a source that shares
-    // storage with a target (an input written here) is copied before any write lands.
-    std::vector<Tensor> sources;
-    for (const Write& w : writes_) {
-      Tensor src = slots[w.source];
-      const auto& storage = src.impl().storage;
-      bool aliases_a_target = std::any_of(writes_.begin(), writes_.end(), [&](const Write& o) {
-        return storage != nullptr && storage == slots[o.target].impl().storage;
-      });
-      if (aliases_a_target) src = dispatch1(Op::copy, {src});
-      sources.push_back(std::move(src));
-    }
-    for (size_t k = 0; k < writes_.size(); ++k) {
-      Tensor target = slots[writes_[k].target];
-      dispatch(Op::copy, std::span<const Tensor>(&sources[k], 1), {},
-               std::span<Tensor>(&target, 1));
-    }
-  }
+  apply_writes(slots);
   return out;
+}
+
+void Plan::apply_writes(std::span<const Tensor> slots) const {
+  if (writes_.empty()) return;
+  // Every write reads the value its source had when the graph ended: a source that shares
+  // storage with a target (an input written here) is copied before any write lands.
+  std::vector<Tensor> sources;
+  for (const Write& w : writes_) {
+    Tensor src = slots[w.source];
+    const auto& storage = src.impl().storage;
+    bool aliases_a_target = std::any_of(writes_.begin(), writes_.end(), [&](const Write& o) {
+      return storage != nullptr && storage == slots[o.target].impl().storage;
+    });
+    if (aliases_a_target) src = dispatch1(Op::copy, {src});
+    sources.push_back(std::move(src));
+  }
+  for (size_t k = 0; k < writes_.size(); ++k) {
+    Tensor target = slots[writes_[k].target];
+    dispatch(Op::copy, std::span<const Tensor>(&sources[k], 1), {}, std::span<Tensor>(&target, 1));
+  }
 }
 
 } // namespace kiln

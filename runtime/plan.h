@@ -41,6 +41,9 @@ public:
       DType dtype = DType::f32;
     };
     std::vector<Output> outputs;
+    /// Runs the rows on these buffers: on the calling thread when they fit in one grain
+    /// (or inside a parallel region), else in chunks on the pool.
+    void run(char* const* buffers) const;
   };
   struct Step {
     int kernel = -1; // >= 0: kernels()[kernel]; otherwise an eager call of op with attrs
@@ -101,6 +104,12 @@ public:
   std::span<const size_t> outputs() const { return outputs_; }
   size_t num_slots() const { return num_slots_; }
   const MemoryPlan& memory_plan() const { return memory_; }
+  /// (slot, value) of each constant, and (slot, caller input index) of each input.
+  std::span<const std::pair<size_t, Tensor>> constants() const { return constants_; }
+  std::span<const std::pair<size_t, size_t>> inputs() const { return inputs_; }
+  const Placement& placement(size_t slot) const { return placement_.at(slot); }
+  /// Performs the writes on slot values as run() does when the graph ends.
+  void apply_writes(std::span<const Tensor> slots) const;
 
 private:
   Tensor placed(size_t slot, const std::shared_ptr<Storage>& arena) const;

@@ -277,6 +277,9 @@ struct Row {
   CompileStats stats;
   double first_call_ms = 0;
   size_t peak_bytes = 0; // CPU memory a call needs beyond what was live before it
+  /// Static-plan modes: where a replay's time goes, per call (from a second, profiled
+  /// instance, so that the timed one carries no clock reads).
+  CompileStats::Profile profile;
 };
 
 class Progress {
@@ -355,6 +358,27 @@ std::vector<Row> run_workload(const Workload& w, const BenchOptions& o, Progress
       t[k].push_back(ms_since(b));
       progress.step(w.id + " " + names[k]);
     }
+  // The split of a static plan's replay: a profiled instance of each such mode, after the
+  // timed runs.
+  std::vector<CompileStats::Profile> profiles(o.modes.size());
+  for (size_t m = 0; m < o.modes.size(); ++m) {
+    if (o.modes[m] == Mode::default_) continue;
+    CompileOptions co;
+    co.mode = o.modes[m];
+    co.profile = true;
+    Instance::Compiled c = in.compile(co);
+    for (int i = 0; i < std::max(o.warmup, 2); ++i)
+      c.call();
+    const CompileStats::Profile before = c.stats().profile;
+    for (int r = 0; r < o.reps; ++r)
+      c.call();
+    CompileStats::Profile p = c.stats().profile;
+    p.calls -= before.calls;
+    p.guards_ns -= before.guards_ns;
+    p.setup_ns -= before.setup_ns;
+    p.kernels_ns -= before.kernels_ns;
+    profiles[m] = p;
+  }
   std::vector<Row> rows;
   for (size_t k = 0; k < calls.size(); ++k) {
     Row row;
@@ -364,7 +388,10 @@ std::vector<Row> run_workload(const Workload& w, const BenchOptions& o, Progress
     row.bytes = w.bytes;
     row.first_call_ms = first[k];
     row.peak_bytes = peak[k];
-    if (k >= first_mode) row.stats = compiled[k - first_mode].stats();
+    if (k >= first_mode) {
+      row.stats = compiled[k - first_mode].stats();
+      row.profile = profiles[k - first_mode];
+    }
     rows.push_back(std::move(row));
   }
   return rows;
@@ -676,6 +703,12 @@ int bench_main(std::span<const std::string_view> args) {
     if (r.mode != "eager" && r.mode != "onednn-alone")
       ref << (ref.tellp() > 0 ? ", " : "") << "kernels " << r.stats.kernels << " ("
           << r.stats.generated_kernels << " generated)";
+    if (r.profile.calls > 0) {
+      const double n = static_cast<double>(r.profile.calls) * 1000;
+      ref << (ref.tellp() > 0 ? ", " : "") << std::fixed << std::setprecision(1)
+          << "replay: guards " << r.profile.guards_ns / n << " + setup " << r.profile.setup_ns / n
+          << " + kernels " << r.profile.kernels_ns / n << " us";
+    }
     std::ostringstream ratio;
     ratio << std::fixed << std::setprecision(2) << "x" << eager_ms / r.t.median;
     std::cout << std::left << std::setw(12) << r.workload << std::setw(17) << r.mode << std::right
@@ -741,7 +774,14 @@ int bench_main(std::span<const std::string_view> args) {
          << ", \"median_ms\": " << num(r.t.median) << ", \"min_ms\": " << num(r.t.min)
          << ", \"max_ms\": " << num(r.t.max) << ", \"reps\": " << r.t.count
          << ", \"first_call_ms\": " << num(r.first_call_ms) << ", \"bytes\": " << num(r.bytes)
-         << ", \"peak_bytes\": " << r.peak_bytes << ", \"kernels\": " << r.stats.kernels << "}";
+         << ", \"peak_bytes\": " << r.peak_bytes << ", \"kernels\": " << r.stats.kernels;
+      if (r.profile.calls > 0) {
+        const double n = static_cast<double>(r.profile.calls) * 1000;
+        js << ", \"replay_us\": {\"guards\": " << num(r.profile.guards_ns / n)
+           << ", \"setup\": " << num(r.profile.setup_ns / n)
+           << ", \"kernels\": " << num(r.profile.kernels_ns / n) << "}";
+      }
+      js << "}";
     }
     js << "\n  ]";
     if (ct)

@@ -74,6 +74,34 @@ Tensor run_with_epilogue(Op op, const Attrs& attrs, std::span<const Tensor> oper
   return dst;
 }
 
+#ifndef KILN_HAVE_ONEDNN
+bool in_library_call() { return false; }
+#endif
+
+std::unique_ptr<PreparedLibraryCall> run_and_prepare(Op op, const Attrs& attrs,
+                                                     std::span<const Tensor> operands,
+                                                     const Epilogue& ep, const Tensor& out) {
+#ifdef KILN_HAVE_ONEDNN
+  if (kernels::onednn_enabled() && ep.dtype == DType::f32 && out.defined() &&
+      (op == Op::matmul || op == Op::conv2d)) {
+    std::vector<const void*> addresses;
+    for (const Tensor& t : operands)
+      addresses.push_back(t.numel() == 0 ? nullptr : t.raw_data());
+    addresses.push_back(out.numel() == 0 ? nullptr : out.raw_data());
+    bool ran = false;
+    Tensor dst = out;
+    auto prepared = kernels::record_library_call(addresses, [&] {
+      ran = op == Op::matmul ? kernels::matmul_with_post_ops(operands, ep, dst)
+                             : kernels::conv2d_with_post_ops(operands, attrs, ep, dst);
+      return ran;
+    });
+    if (ran) return prepared;
+  }
+#endif
+  run_with_epilogue(op, attrs, operands, ep, &out);
+  return nullptr;
+}
+
 namespace kernels {
 
 bool matmul_with_post_ops(std::span<const Tensor> operands, const Epilogue& ep, Tensor& out) {

@@ -130,33 +130,52 @@ size_t onednn_packed_weights() {
   return n;
 }
 
-void onednn_execute(const char* op, const CachedPrimitive& p,
-                    std::unordered_map<int, dnnl::memory> args,
-                    const std::shared_ptr<Storage>* weights) {
-  try {
+namespace {
+
+thread_local bool t_in_library = false;
+
+/// Marks the thread as inside a library execution (in_library_call) for its lifetime.
+struct InLibrary {
+  InLibrary() { t_in_library = true; }
+  ~InLibrary() { t_in_library = false; }
+  InLibrary(const InLibrary&) = delete;
+  InLibrary& operator=(const InLibrary&) = delete;
+};
+
+/// One execution of a primitive, set up: the memories of its arguments (the caller's, or
+/// copies in the layouts the primitive chose), the reorders around it, its scratchpad. A
+/// plain call builds one, runs it once and drops it; a prepared call (PreparedLibraryCall)
+/// keeps it and runs it again with the caller's memories pointed at new addresses.
+class Execution {
+public:
+  Execution(const char* op, const CachedPrimitive& p, std::unordered_map<int, dnnl::memory> args,
+            const std::shared_ptr<Storage>* weights)
+      : op_(op), primitive_(p.primitive), stream_(onednn_engine()) {
     const dnnl::engine& eng = onednn_engine();
-    dnnl::stream stream(eng);
-    // Kept alive until the stream is done: scratchpad and reordered copies.
-    std::vector<std::shared_ptr<Storage>> buffers;
     auto scratch_memory = [&](const dnnl::memory::desc& md) {
-      buffers.push_back(
+      buffers_.push_back(
           std::make_shared<Storage>(std::max<size_t>(md.get_size(), 1), Device::cpu()));
-      return dnnl::memory(md, eng, buffers.back()->data());
+      return dnnl::memory(md, eng, buffers_.back()->data());
     };
-    std::optional<std::pair<dnnl::memory, dnnl::memory>> dst_back; // (computed, user)
+    for (const auto& [arg, memory] : args)
+      users_.emplace_back(arg, memory);
     for (const auto& [arg, md] : p.layouts) {
       auto it = args.find(arg);
       if (it == args.end() || it->second.get_desc() == md) continue;
       dnnl::memory user = it->second;
       if (arg == DNNL_ARG_WEIGHTS && weights != nullptr && *weights != nullptr) {
-        it->second = packed_weights(*weights, user, md, stream, buffers);
+        weights_ = *weights;
+        weights_user_ = user;
+        weights_md_ = md;
+        it->second = packed_weights(weights_, user, md, stream_, buffers_);
+        weights_version_ = weights_->version();
         continue;
       }
       dnnl::memory mine = scratch_memory(md);
       if (arg == DNNL_ARG_DST)
-        dst_back.emplace(mine, user);
+        after_.push_back({dnnl::reorder(mine, user), mine, user});
       else
-        dnnl::reorder(user, mine).execute(stream, user, mine);
+        before_.push_back({dnnl::reorder(user, mine), user, mine});
       it->second = mine;
     }
     if (p.scratchpad_bytes > 0)
@@ -164,14 +183,137 @@ void onednn_execute(const char* op, const CachedPrimitive& p,
                    scratch_memory(dnnl::memory::desc(
                        {static_cast<dnnl::memory::dim>(p.scratchpad_bytes)},
                        dnnl::memory::data_type::u8, dnnl::memory::format_tag::a)));
-    p.primitive.execute(stream, args);
-    if (dst_back)
-      dnnl::reorder(dst_back->first, dst_back->second)
-          .execute(stream, dst_back->first, dst_back->second);
-    stream.wait();
+    for (const auto& [arg, memory] : args)
+      args_.emplace_back(arg, memory);
+    for (const auto& [arg, memory] : args_)
+      c_args_.push_back({arg, memory.get()});
+  }
+
+  void run() {
+    if (weights_ != nullptr && weights_->version() != weights_version_) {
+      // The parameter was written in place since it was packed: pack it again.
+      dnnl::memory packed = packed_weights(weights_, weights_user_, weights_md_, stream_, buffers_);
+      weights_version_ = weights_->version();
+      for (size_t k = 0; k < args_.size(); ++k)
+        if (args_[k].first == DNNL_ARG_WEIGHTS) {
+          args_[k].second = packed;
+          c_args_[k].memory = packed.get();
+        }
+    }
+    InLibrary inside;
+    for (Reorder& r : before_)
+      r.run(stream_);
+    check(dnnl_primitive_execute(primitive_.get(), stream_.get(), static_cast<int>(c_args_.size()),
+                                 c_args_.data()));
+    for (Reorder& r : after_)
+      r.run(stream_);
+    check(dnnl_stream_wait(stream_.get()));
+  }
+
+  /// The caller's memories, by argument: what a prepared call points at new addresses.
+  std::vector<std::pair<int, dnnl::memory>>& users() { return users_; }
+  const char* op() const { return op_; }
+
+private:
+  struct Reorder {
+    dnnl::reorder primitive;
+    dnnl::memory src, dst;
+    void run(dnnl::stream& stream) {
+      const dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, src.get()}, {DNNL_ARG_TO, dst.get()}};
+      check(dnnl_primitive_execute(primitive.get(), stream.get(), 2, a));
+    }
+  };
+  static void check(dnnl_status_t status) {
+    if (status != dnnl_success) throw dnnl::error(status, "execution failed");
+  }
+
+  const char* op_;
+  dnnl::primitive primitive_;
+  dnnl::stream stream_;
+  std::vector<std::pair<int, dnnl::memory>> users_;
+  std::vector<std::pair<int, dnnl::memory>> args_;
+  std::vector<dnnl_exec_arg_t> c_args_;
+  std::vector<Reorder> before_, after_;
+  std::vector<std::shared_ptr<Storage>> buffers_; // scratchpad, reordered copies
+  std::shared_ptr<Storage> weights_;              // a parameter kept packed
+  dnnl::memory weights_user_;
+  dnnl::memory::desc weights_md_;
+  uint64_t weights_version_ = 0;
+};
+
+/// Where onednn_execute hands its executions while a library call is recorded.
+struct Recording {
+  std::unique_ptr<Execution> execution;
+  int executions = 0;
+};
+thread_local Recording* t_record = nullptr;
+
+/// A recorded Execution whose caller memories follow the addresses a run is given.
+class PreparedOnednnCall final : public PreparedLibraryCall {
+public:
+  PreparedOnednnCall(std::unique_ptr<Execution> e, std::vector<size_t> address_of)
+      : e_(std::move(e)), address_of_(std::move(address_of)) {}
+  void run(std::span<char* const> addresses) override {
+    auto& users = e_->users();
+    for (size_t k = 0; k < users.size(); ++k)
+      users[k].second.set_data_handle(addresses[address_of_[k]]);
+    try {
+      e_->run();
+    } catch (const dnnl::error& err) {
+      throw Error(detail::str(e_->op(), ": oneDNN failed: ", err.what()));
+    }
+  }
+
+private:
+  std::unique_ptr<Execution> e_;
+  std::vector<size_t> address_of_; // per caller memory: its index among the addresses
+};
+
+} // namespace
+
+void onednn_execute(const char* op, const CachedPrimitive& p,
+                    std::unordered_map<int, dnnl::memory> args,
+                    const std::shared_ptr<Storage>* weights) {
+  try {
+    auto e = std::make_unique<Execution>(op, p, std::move(args), weights);
+    e->run();
+    if (t_record != nullptr) {
+      t_record->execution = std::move(e);
+      ++t_record->executions;
+    }
   } catch (const dnnl::error& e) {
     throw Error(detail::str(op, ": oneDNN failed: ", e.what()));
   }
+}
+
+std::unique_ptr<PreparedLibraryCall> record_library_call(std::span<const void* const> addresses,
+                                                         const std::function<bool()>& call) {
+  Recording recording;
+  Recording* saved = t_record;
+  t_record = &recording;
+  bool ran = false;
+  try {
+    ran = call();
+  } catch (...) {
+    t_record = saved;
+    throw;
+  }
+  t_record = saved;
+  if (!ran || recording.executions != 1) return nullptr;
+  std::unique_ptr<Execution>& recorded = recording.execution;
+  // Each caller memory must be exactly one of the addresses: one the call copied first (a
+  // strided post-op operand made dense) or two addresses that coincide cannot be followed.
+  for (size_t i = 0; i < addresses.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (addresses[i] != nullptr && addresses[i] == addresses[j]) return nullptr;
+  std::vector<size_t> address_of;
+  for (const auto& [arg, memory] : recorded->users()) {
+    const void* data = memory.get_data_handle();
+    auto it = std::find(addresses.begin(), addresses.end(), data);
+    if (data == nullptr || it == addresses.end()) return nullptr;
+    address_of.push_back(static_cast<size_t>(it - addresses.begin()));
+  }
+  return std::make_unique<PreparedOnednnCall>(std::move(recorded), std::move(address_of));
 }
 
 namespace {
@@ -329,3 +471,9 @@ void reject_reference_impl(const dnnl::primitive_desc_base& pd) {
 #endif
 
 } // namespace kiln::kernels
+
+#ifdef KILN_HAVE_ONEDNN
+namespace kiln {
+bool in_library_call() { return kernels::t_in_library; }
+} // namespace kiln
+#endif

@@ -157,6 +157,17 @@ std::vector<std::pair<std::string, Module*>> Module::named_modules() const {
   return out;
 }
 
+void Module::collect(std::vector<const Module*>& modules,
+                     std::vector<const Tensor*>& members) const {
+  modules.push_back(this);
+  for (const auto& [name, ptr] : params_)
+    members.push_back(ptr);
+  for (const auto& [name, ptr] : buffers_)
+    members.push_back(ptr);
+  for (const Child& c : children_)
+    c.module->collect(modules, members);
+}
+
 bool Module::is_training() const {
   if (Tracer* t = active_tracer()) [[unlikely]]
     t->module_mode_read(*this, training_);

@@ -90,6 +90,13 @@ public:
   std::vector<Module*> children() const;
   /// This module (named "") and every descendant, depth first.
   std::vector<std::pair<std::string, Module*>> named_modules() const;
+  /// What the guards of a compiled call compare without building names or allocating: this
+  /// module and its descendants in named_modules' order, and every registered parameter and
+  /// buffer member (undefined ones too) of the tree. Appends to both.
+  void collect(std::vector<const Module*>& modules, std::vector<const Tensor*>& members) const;
+  /// Parameters, buffers and children registered here (not in descendants): a change means
+  /// the module's structure changed.
+  size_t registrations() const { return params_.size() + buffers_.size() + children_.size(); }
 
   // ---- mode ----
   /// Sets training mode here and in every descendant (dropout, batch norm statistics).

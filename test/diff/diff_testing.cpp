@@ -45,12 +45,19 @@ private:
 };
 
 /// Default options (backend "kiln"); KILN_DIFF_BACKEND=interpreter|eager overrides the
-/// backend, to tell a code-generation bug from one in the passes or the frontend.
+/// backend, to tell a code-generation bug from one in the passes or the frontend;
+/// KILN_DIFF_MODE=reduce_overhead|max_autotune the mode.
 CompileOptions compile_options() {
   CompileOptions o;
   if (const char* b = std::getenv("KILN_DIFF_BACKEND"); b != nullptr && *b != 0) o.backend = b;
+  if (const char* m = std::getenv("KILN_DIFF_MODE"); m != nullptr && *m != 0)
+    o.mode = parse_mode(m);
   return o;
 }
+
+/// Compiled calls per case: traced, then replayed; in the static modes a third call runs the
+/// static plan the first replay built.
+int compiled_calls() { return compile_options().mode == Mode::default_ ? 2 : 3; }
 
 template <size_t... I>
 std::unique_ptr<CompiledCase> compile_of_arity(const Fn& fn, std::index_sequence<I...>) {
@@ -75,7 +82,9 @@ std::unique_ptr<CompiledCase> compile_case(const Fn& fn, size_t arity) {
   throw std::runtime_error("diff harness: at most 8 tensor inputs per case");
 }
 
-const char* call_name(int call) { return call == 1 ? "call 1 (traced)" : "call 2 (replayed)"; }
+const char* call_name(int call) {
+  return call == 1 ? "call 1 (traced)" : call == 2 ? "call 2 (replayed)" : "call 3 (static plan)";
+}
 
 std::string output_label(const Case& c, size_t k, size_t n) {
   std::string s = "output " + std::to_string(k);
@@ -185,7 +194,8 @@ Result run_plain(const Case& c) {
   }
   ++counters().compiled;
 
-  for (int call = 1; call <= 2; ++call) {
+  const int calls = compiled_calls();
+  for (int call = 1; call <= calls; ++call) {
     Inputs in = in_place ? fresh() : c.inputs;
     if (c.seed) manual_seed(*c.seed);
     Outputs got;
@@ -220,8 +230,8 @@ Result run_plain(const Case& c) {
   }
   if (c.expect_replay) {
     CompileStats st = compiled->stats();
-    if (st.traces != 1 || st.replays != 1)
-      return fail(c, "the second compiled call was not a replay (traces " +
+    if (st.traces != 1 || st.replays != calls - 1)
+      return fail(c, "a later compiled call was not a replay (traces " +
                          std::to_string(st.traces) + ", replays " + std::to_string(st.replays) +
                          ", graph breaks " + std::to_string(st.breaks) + ")");
   }

@@ -10,6 +10,8 @@
 // override (vector lanes, threads); KILN_DIFF_BACKEND=interpreter|eager compiles with that backend
 // instead of "kiln" (to tell a code-generation bug from a frontend or pass bug; the
 // expected-failure table, which lists the default backend's failures, then does not apply);
+// KILN_DIFF_MODE=reduce_overhead|max_autotune compiles in that mode and calls a third time (the
+// static plan the first replay built);
 // KILN_DIFF_VERBOSE prints each case as it starts (a crash then names its case) and every refused
 // or expected-failing case; KILN_DIFF_STATS prints the counters at exit; KILN_DIFF_SKIP lists
 // ('|'-separated) substrings of case names not to run, to get past a crashing case.

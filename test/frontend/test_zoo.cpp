@@ -9,8 +9,10 @@ using namespace kiln;
 
 namespace {
 
-void check_model(const ModelSpec& spec, const std::string& backend, bool train) {
-  INFO(spec.name << " on backend " << backend << (train ? " (train)" : " (eval)"));
+void check_model(const ModelSpec& spec, const std::string& backend, bool train,
+                 Mode mode = Mode::default_) {
+  INFO(spec.name << " on backend " << backend << (train ? " (train)" : " (eval)") << " in mode "
+                 << mode_name(mode));
   std::shared_ptr<nn::Module> m = spec.make(0);
   m->train(train);
   // Two copies with the same weights: buffers written in train mode must evolve alike.
@@ -26,8 +28,11 @@ void check_model(const ModelSpec& spec, const std::string& backend, bool train) 
   }
   CompileOptions o;
   o.backend = backend;
+  o.mode = mode;
   nn::Module* mp = m.get();
   auto f = compile([&spec, mp](const Tensor& x) { return run_model(spec, *mp, x); }, o);
+  // Call 0 traces, call 1 replays (building a static plan in the static modes), call 2 runs
+  // that plan.
   for (uint64_t call = 0; call < 3; ++call) {
     Tensor x = spec.make_input(spec.input_shape, spec.input_dtype, 100 + call);
     manual_seed(200 + call);
@@ -57,6 +62,13 @@ TEST_CASE("zoo: compiled equals eager in train mode (dropout, batch norm statist
   ModelRegistry zoo = zoo::registry();
   for (const ModelSpec& spec : zoo.models())
     check_model(spec, "kiln", true);
+}
+
+TEST_CASE("zoo: compiled equals eager in the modes with static plans, eval and train") {
+  ModelRegistry zoo = zoo::registry();
+  for (const ModelSpec& spec : zoo.models())
+    for (bool train : {false, true})
+      check_model(spec, "kiln", train, Mode::reduce_overhead);
 }
 
 TEST_CASE("zoo: gpt mlp cnn and moe capture in one graph and replay") {

@@ -1,0 +1,323 @@
+// The static plan: built by one recording run of the Plan, then run from prebuilt argument
+// blocks (see static_plan.h).
+#include "runtime/static_plan.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "runtime/error.h"
+#include "runtime/ops.h"
+#include "runtime/ops/dispatch.h"
+#include "runtime/tracing.h"
+
+namespace kiln {
+namespace {
+
+char* address_of(const Tensor& t) {
+  return t.numel() == 0 ? nullptr : static_cast<char*>(t.raw_data());
+}
+
+using Clock = std::chrono::steady_clock;
+
+double ns_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::nano>(Clock::now() - t).count();
+}
+
+} // namespace
+
+std::string StaticPlan::Summary::str() const {
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "%zu kernels, %zu prepared library calls, %zu views, %zu eager calls; arena "
+                "%zu bytes, static outputs %zu bytes",
+                kernels, library_calls, views, eager_calls, arena_bytes, static_output_bytes);
+  return buf;
+}
+
+StaticPlan::StaticPlan(const Plan& plan, Options options) : plan_(plan), options_(options) {}
+StaticPlan::~StaticPlan() = default;
+
+std::unique_ptr<StaticPlan> StaticPlan::build(const Plan& plan, std::span<const Tensor> inputs,
+                                              Options options, std::vector<Tensor>& outputs) {
+  TracerScope untraced(nullptr);
+  std::unique_ptr<StaticPlan> sp(new StaticPlan(plan, options));
+  StaticPlan& p = *sp;
+  const size_t n = plan.num_slots();
+  p.slots_.resize(n);
+  p.address_.assign(n, nullptr);
+  p.tensors_.resize(n);
+  const size_t arena_bytes = plan.memory_plan().arena_bytes;
+  if (arena_bytes > 0) p.arena_ = std::make_shared<Storage>(arena_bytes, Device::cpu());
+  p.summary_.arena_bytes = arena_bytes;
+
+  // The recording run: Plan::run's steps on Tensors, deciding each slot's source and each
+  // step's kind as it goes (nothing is released: every slot's value is looked at once more).
+  std::vector<Tensor>& t = p.tensors_;
+  auto fix = [&](size_t s, Tensor value) {
+    p.slots_[s].source = Source::fixed;
+    p.slots_[s].fixed = value;
+    t[s] = std::move(value);
+  };
+  for (const auto& [s, value] : plan.constants())
+    fix(s, value);
+  for (auto [s, k] : plan.inputs()) {
+    KILN_CHECK(k < inputs.size() && inputs[k].defined(), "plan: input ", k,
+               " of a compiled graph is unbound (", inputs.size(), " given)");
+    p.slots_[s].source = Source::input;
+    p.slots_[s].input = k;
+    t[s] = inputs[k];
+  }
+  // A result of a kernel or library call: in the arena, a static output, or fresh per run.
+  auto result = [&](size_t s, const Shape& sizes, DType dtype) {
+    const Plan::Placement& pl = plan.placement(s);
+    if (pl.planned && p.arena_) {
+      auto impl = std::make_shared<TensorImpl>();
+      impl->sizes = pl.sizes;
+      impl->strides = contiguous_strides(pl.sizes);
+      impl->offset = static_cast<int64_t>(pl.offset) / itemsize(pl.dtype);
+      impl->dtype = pl.dtype;
+      impl->device = Device::cpu();
+      impl->storage = p.arena_;
+      fix(s, Tensor(std::move(impl)));
+    } else if (options.static_outputs) {
+      // Unplanned results are the outputs and what outputs view: buffers of the plan.
+      fix(s, kiln::empty(sizes, dtype));
+      p.summary_.static_output_bytes += static_cast<size_t>(t[s].numel()) * itemsize(dtype);
+    } else {
+      p.slots_[s].source = Source::fresh;
+      p.slots_[s].sizes = sizes;
+      p.slots_[s].strides = contiguous_strides(sizes);
+      p.slots_[s].dtype = dtype;
+      t[s] = kiln::empty(sizes, dtype);
+    }
+  };
+  std::vector<Tensor> operands;
+  for (const Plan::Step& st : plan.steps()) {
+    Step step;
+    step.step = &st;
+    operands.clear();
+    for (size_t s : st.operands)
+      operands.push_back(t[s]);
+    if (st.kernel >= 0) {
+      const Plan::KernelCall& k = plan.kernels()[static_cast<size_t>(st.kernel)];
+      bool empty = true;
+      for (size_t i = 0; i < st.results.size(); ++i) {
+        result(st.results[i], k.outputs[i].sizes, k.outputs[i].dtype);
+        empty = empty && t[st.results[i]].numel() == 0;
+      }
+      step.kind = Kind::kernel;
+      step.skip = k.rows == 0 || empty;
+      step.buffers.resize(st.operands.size() + st.results.size());
+      ++p.summary_.kernels;
+    } else if (st.epilogue) {
+      result(st.results[0], st.epilogue->sizes, st.epilogue->dtype);
+      step.library = run_and_prepare(st.op, *st.attrs, operands, *st.epilogue, t[st.results[0]]);
+      if (step.library) {
+        step.kind = Kind::library;
+        step.buffers.resize(st.operands.size() + 1);
+        ++p.summary_.library_calls;
+      } else {
+        step.kind = Kind::eager;
+        ++p.summary_.eager_calls;
+      }
+    } else {
+      std::vector<Tensor> r = dispatch(st.op, operands, *st.attrs);
+      const bool view = schema(st.op).kind == OpKind::view && r.size() == 1 &&
+                        st.operands.size() == 1 && r[0].impl().storage != nullptr &&
+                        r[0].impl().storage == operands[0].impl().storage;
+      for (size_t i = 0; i < st.results.size(); ++i) {
+        Slot& slot = p.slots_[st.results[i]];
+        if (view && p.slots_[st.operands[0]].source == Source::fixed) {
+          // A view of a buffer that never moves is fixed too.
+          p.slots_[st.results[i]].source = Source::fixed;
+          p.slots_[st.results[i]].fixed = r[0];
+        } else if (view) {
+          slot.source = Source::view;
+          slot.base = st.operands[0];
+          slot.delta =
+              static_cast<char*>(r[0].raw_data()) - static_cast<char*>(operands[0].raw_data());
+          slot.sizes = r[0].sizes();
+          slot.strides = r[0].strides();
+          slot.dtype = r[0].dtype();
+        } else {
+          slot.source = Source::tensor;
+        }
+        t[st.results[i]] = std::move(r[i]);
+      }
+      step.kind = view ? Kind::view : Kind::eager;
+      ++(view ? p.summary_.views : p.summary_.eager_calls);
+    }
+    if (step.kind == Kind::kernel) {
+      for (size_t i = 0; i < st.operands.size(); ++i)
+        step.buffers[i] = address_of(t[st.operands[i]]);
+      for (size_t i = 0; i < st.results.size(); ++i)
+        step.buffers[st.operands.size() + i] = address_of(t[st.results[i]]);
+      if (!step.skip) plan.kernels()[static_cast<size_t>(st.kernel)].run(step.buffers.data());
+    }
+    p.steps_.push_back(std::move(step));
+  }
+  outputs.clear();
+  for (size_t s : plan.outputs())
+    outputs.push_back(t[s]);
+  plan.apply_writes(t);
+
+  // Which slots need a Tensor on a run: outputs, writes, operands of eager steps, and the
+  // bases of views that do.
+  for (size_t s : plan.outputs())
+    p.slots_[s].needs_tensor = true;
+  for (const Plan::Write& w : plan.writes())
+    p.slots_[w.target].needs_tensor = p.slots_[w.source].needs_tensor = true;
+  for (const Step& s : p.steps_)
+    if (s.kind == Kind::eager)
+      for (size_t o : s.step->operands)
+        p.slots_[o].needs_tensor = true;
+  for (size_t k = p.steps_.size(); k-- > 0;) {
+    const Step& s = p.steps_[k];
+    if (s.kind == Kind::view && p.slots_[s.step->results[0]].needs_tensor)
+      p.slots_[s.step->operands[0]].needs_tensor = true;
+  }
+  for (size_t s = 0; s < n; ++s) {
+    p.address_[s] = address_of(t[s]);
+    if (p.slots_[s].source != Source::fixed) t[s] = Tensor();
+  }
+  p.operands_.reserve(operands.capacity());
+  return sp;
+}
+
+void StaticPlan::bind(std::span<const Tensor> inputs) {
+  for (auto [s, k] : plan_.inputs()) {
+    KILN_ASSERT(k < inputs.size() && inputs[k].defined(), "static plan: input ", k, " unbound");
+    address_[s] = address_of(inputs[k]);
+    if (slots_[s].needs_tensor) tensors_[s] = inputs[k];
+  }
+}
+
+void StaticPlan::fresh(size_t s) {
+  Slot& slot = slots_[s];
+  if (slot.source != Source::fresh) return;
+  // The tensor is made here rather than by kiln::empty: its geometry is known, so nothing is
+  // inferred (which would allocate on its own).
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = slot.sizes;
+  impl->strides = slot.strides;
+  impl->dtype = slot.dtype;
+  impl->device = Device::cpu();
+  impl->storage = std::make_shared<Storage>(
+      static_cast<size_t>(numel_of(slot.sizes)) * itemsize(slot.dtype), Device::cpu());
+  tensors_[s] = Tensor(std::move(impl));
+  address_[s] = address_of(tensors_[s]);
+}
+
+void StaticPlan::fill(Step& s) {
+  const Plan::Step& st = *s.step;
+  size_t i = 0;
+  for (size_t o : st.operands)
+    s.buffers[i++] = address_[o];
+  for (size_t r : st.results)
+    s.buffers[i++] = address_[r];
+}
+
+void StaticPlan::run_eager(const Step& s) {
+  const Plan::Step& st = *s.step;
+  operands_.clear();
+  for (size_t o : st.operands)
+    operands_.push_back(tensors_[o]);
+  if (st.epilogue) {
+    const size_t r = st.results[0];
+    Tensor out = tensors_[r];
+    run_with_epilogue(st.op, *st.attrs, operands_, *st.epilogue, &out);
+    return;
+  }
+  std::vector<Tensor> r = dispatch(st.op, operands_, *st.attrs);
+  for (size_t k = 0; k < st.results.size(); ++k) {
+    address_[st.results[k]] = address_of(r[k]);
+    tensors_[st.results[k]] = std::move(r[k]);
+  }
+}
+
+Tensor StaticPlan::view_of(const Plan::Step& st) const {
+  const Slot& view = slots_[st.results[0]];
+  const Tensor& base = tensors_[view.base];
+  // A view that autograd must see goes through dispatch (it records the view's backward).
+  if (base.requires_grad()) return dispatch1(st.op, {base}, *st.attrs);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = view.sizes;
+  impl->strides = view.strides;
+  impl->offset = base.impl().offset + view.delta / static_cast<ptrdiff_t>(itemsize(view.dtype));
+  impl->dtype = view.dtype;
+  impl->device = base.device();
+  impl->storage = base.impl().storage;
+  return Tensor(std::move(impl));
+}
+
+void StaticPlan::launch() {
+  const bool time = options_.time;
+  for (Step& s : steps_) {
+    const Plan::Step& st = *s.step;
+    switch (s.kind) {
+    case Kind::kernel: {
+      for (size_t r : st.results)
+        fresh(r);
+      fill(s);
+      if (s.skip) break;
+      const Clock::time_point t0 = time ? Clock::now() : Clock::time_point{};
+      plan_.kernels()[static_cast<size_t>(st.kernel)].run(s.buffers.data());
+      if (time) timings_.kernels_ns += ns_since(t0);
+      break;
+    }
+    case Kind::library: {
+      fresh(st.results[0]);
+      fill(s);
+      const Clock::time_point t0 = time ? Clock::now() : Clock::time_point{};
+      s.library->run(s.buffers);
+      if (time) timings_.kernels_ns += ns_since(t0);
+      break;
+    }
+    case Kind::view: {
+      const size_t r = st.results[0];
+      const Slot& slot = slots_[r];
+      if (slot.source == Source::fixed) break;
+      char* base = address_[slot.base];
+      address_[r] = base == nullptr ? nullptr : base + slot.delta;
+      if (slot.needs_tensor) tensors_[r] = view_of(st);
+      break;
+    }
+    case Kind::eager: {
+      if (st.epilogue) fresh(st.results[0]);
+      const Clock::time_point t0 = time ? Clock::now() : Clock::time_point{};
+      run_eager(s);
+      if (time) timings_.kernels_ns += ns_since(t0);
+      break;
+    }
+    }
+    for (size_t r : st.release)
+      if (slots_[r].source != Source::fixed) tensors_[r] = Tensor();
+  }
+}
+
+std::vector<Tensor> StaticPlan::collect() {
+  std::vector<Tensor> out;
+  out.reserve(plan_.outputs().size());
+  for (size_t s : plan_.outputs())
+    out.push_back(tensors_[s]);
+  if (!plan_.writes().empty()) plan_.apply_writes(tensors_);
+  // Nothing of this run is kept: the caller's inputs and fresh results belong to the caller.
+  for (size_t s = 0; s < slots_.size(); ++s)
+    if (slots_[s].source != Source::fixed && tensors_[s].defined()) tensors_[s] = Tensor();
+  return out;
+}
+
+std::vector<Tensor> StaticPlan::run(std::span<const Tensor> inputs) {
+  TracerScope untraced(nullptr);
+  const Clock::time_point t0 = options_.time ? Clock::now() : Clock::time_point{};
+  bind(inputs);
+  launch();
+  std::vector<Tensor> out = collect();
+  if (options_.time) {
+    timings_.total_ns += ns_since(t0);
+    ++timings_.runs;
+  }
+  return out;
+}
+
+} // namespace kiln
