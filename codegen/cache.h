@@ -98,4 +98,8 @@ private:
 /// so that a rebuilt kiln never loads an object an older build cached; empty if it has none.
 const std::string& build_id();
 
+/// The first lines of every cache key of `kind` ("object", "autotune"): the kind and its format
+/// version, kiln's version and build ("kiln object v1\nkiln 0.1.0\nbuild 3fa2...\n").
+std::string cache_key_header(std::string_view kind);
+
 } // namespace kiln::codegen

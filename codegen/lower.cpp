@@ -127,11 +127,7 @@ std::string plan_text(const CompiledGraph& cg) {
 /// The cache key of an object: everything it depends on, in full.
 std::string object_key(const Target& target, std::span<const ir::kernel::Kernel> kernels,
                        std::span<const Schedule> schedules) {
-  std::string key = "kiln object v1\nkiln ";
-  key += KILN_VERSION_STRING;
-  key += "\nbuild ";
-  key += build_id().empty() ? std::string(__DATE__ " " __TIME__) : build_id();
-  key += "\n" + target.identity();
+  std::string key = cache_key_header("object") + target.identity();
   for (size_t k = 0; k < kernels.size(); ++k)
     key += "schedule " + schedules[k].str() + "\n" + kernels[k].str();
   return key;
@@ -218,12 +214,20 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
     kernels.push_back(lg.kernel);
 
   // schedule: Kernel -> Schedule.
-  const std::vector<Schedule> schedules = stages.run("schedule", [&] {
+  std::vector<Schedule> schedules = stages.run("schedule", [&] {
     std::vector<Schedule> v;
     for (const ir::kernel::Kernel& k : kernels)
       v.push_back(choose_schedule(k, target.vector_bytes(), options.schedule));
     return v;
   });
+
+  // autotune: kernels + schedules -> the fastest schedules (max_autotune).
+  if (options.autotune && options.schedule.empty() && !kernels.empty()) {
+    out.autotune = stages.run(
+        "autotune", [&] { return autotune(target, kernels, schedules, *options.autotune); });
+    stages.summary(out.autotune.str());
+    schedules = out.autotune.schedules;
+  }
   if (stages.done(Stage::kernels, [&] { return kernels_text(kernels, schedules); })) return out;
   if (stages.done(Stage::source, [&] { return target.source(kernels, schedules); })) return out;
 

@@ -5,6 +5,7 @@
 //   fuse      ir::Graph         -> passes::FusionResult   groups, library calls, step order
 //   lower     FusionGroup       -> ir::kernel::Kernel     one loop-IR kernel per group
 //   schedule  Kernel            -> Schedule               lanes, threads, grain
+//   autotune  kernels+schedules -> schedules              max_autotune: the fastest candidates
 //   emit      kernels+schedules -> LoadedCode             an object from the on-disk cache or
 //                                                         the Target, loaded
 //   plan      all of the above  -> runtime Plan           steps, slots, memory plan
@@ -22,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "codegen/autotune.h"
 #include "codegen/schedule.h"
 #include "ir/graph.h"
 #include "runtime/error.h"
@@ -54,6 +56,9 @@ struct LowerOptions {
   bool generate_code = true;
   /// Fixed schedule fields for every kernel (KILN_SCHEDULE, CompileOptions::schedule).
   ScheduleOverride schedule;
+  /// Set (Mode::max_autotune): the schedules are tuned (codegen/autotune.h) between the
+  /// schedule and emit stages. Ignored under a schedule override, which fixes them.
+  std::optional<AutotuneOptions> autotune;
   /// Where kernels are compiled for; null: this host's CPU JIT (cpu::jit_target()).
   const Target* target = nullptr;
   /// Print each pass's changes with its time (KILN_LOGS=passes).
@@ -80,6 +85,8 @@ struct CompiledGraph {
   int64_t launches = 0;
   /// Whether the generated object came from the on-disk cache.
   bool cache_hit = false;
+  /// What the autotuner did (Mode::max_autotune); its schedules are the plan's kernels'.
+  AutotuneResult autotune;
   /// Why the graph runs without generated code although code generation was asked for
   /// (empty when it has its code, or was not asked).
   std::string fallback;

@@ -2,6 +2,8 @@
 // (structural hash + equality → compiled graph), recompile limits, stats, logs and dumps.
 #include "frontend/compile.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -140,6 +142,13 @@ struct CompiledFunction::State {
     lo.generate_code = options.backend == "kiln";
     lo.schedule = schedule;
     lo.log_passes = wants("passes");
+    if (options.mode == Mode::max_autotune) {
+      codegen::AutotuneOptions ao;
+      ao.budget_ms = options.autotune_budget_ms;
+      ao.log = wants("autotune");
+      ao.progress = ::isatty(2) != 0;
+      lo.autotune = ao;
+    }
     if (dumping) lo.print_stages = {Stage::simplified, Stage::fused, Stage::kernels, Stage::plan};
     const bool log_fusion = wants("fusion");
     if (log_fusion) lo.print_stages.push_back(Stage::fused);
@@ -168,6 +177,14 @@ struct CompiledFunction::State {
     ++stats.compiles;
     stats.generated_kernels += exe->generated_kernels();
     if (exe->cache_hit) ++stats.disk_cache_hits;
+    stats.autotune_timings += exe->autotune.timings;
+    stats.autotune_database_hits += exe->autotune.database_hits;
+    stats.autotune_changed += exe->autotune.changed;
+    if (wants("autotune") && lo.autotune)
+      std::cerr << "[kiln autotune] graph " << id << ": "
+                << (schedule.empty() ? exe->autotune.str()
+                                     : "a schedule override is set: no search")
+                << "\n";
     stats.compile_ms +=
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     return exe;
@@ -287,6 +304,8 @@ CompiledFunction::CompiledFunction(CompileOptions options, nn::Module* module)
                  options.backend == "eager",
              "kiln::compile: unknown backend '", options.backend,
              "'; expected kiln, interpreter or eager");
+  KILN_CHECK(options.autotune_budget_ms >= 0,
+             "kiln::compile: autotune_budget_ms must be >= 0, got ", options.autotune_budget_ms);
   KILN_CHECK(options.recompile_limit >= 0, "kiln::compile: recompile_limit must be >= 0, got ",
              options.recompile_limit);
   state_->schedule = codegen::parse_schedule_override(

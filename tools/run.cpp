@@ -145,12 +145,18 @@ std::string timing_line(const std::vector<double>& times, bool compiled) {
          (n == 1 ? " call)" : " calls)");
 }
 
-std::string stats_line(const CompileStats& s) {
+std::string stats_line(const CompileStats& s, const std::string& mode) {
   std::ostringstream os;
   os << "traces " << s.traces << ", replays " << s.replays << ", graphs " << s.graphs << ", breaks "
      << s.breaks << ", ops " << s.ops << ", kernels " << s.kernels << ", compiles " << s.compiles
      << ", cache hits " << s.cache_hits << ", generated kernels " << s.generated_kernels
      << ", disk cache hits " << s.disk_cache_hits;
+  if (mode == "reduce_overhead" || mode == "max_autotune")
+    os << ", static plans " << s.static_plans;
+  if (mode == "max_autotune")
+    os << "\nautotune " << s.autotune_timings << " candidates timed, " << s.autotune_database_hits
+       << " kernels from the database, " << s.autotune_changed
+       << " kernels given another schedule than the heuristic's";
   return os.str();
 }
 
@@ -197,7 +203,7 @@ int run_model_command(const RunOptions& o, ModelInstance& inst, const ModelArgs&
   }
   std::cout << "output   " << describe_output(outs.back()) << "\n";
   std::cout << "time     " << timing_line(times, true) << "\n";
-  std::cout << "stats    " << stats_line(compiled.stats()) << "\n";
+  std::cout << "stats    " << stats_line(compiled.stats(), o.mode) << "\n";
   bool bitwise = true;
   for (const Tensor& out : outs)
     bitwise = bitwise && compare_bits(out, reference).empty();
@@ -271,7 +277,7 @@ int run_kir_command(const RunOptions& o, const std::string& path, uint64_t seed)
     std::cout << "output   " << describe_output(out) << "\n";
   std::cout << "time     first call " << fmt_ms(r.first_call_ms)
             << " (incl. trace and compile), second call " << fmt_ms(r.second_call_ms) << "\n";
-  std::cout << "stats    " << stats_line(r.stats) << "\n";
+  std::cout << "stats    " << stats_line(r.stats, o.mode) << "\n";
   if (!r.mismatches.empty()) {
     std::cout << "matches eager: no: " << r.mismatches.front() << "\n";
     for (size_t k = 1; k < r.mismatches.size(); ++k)

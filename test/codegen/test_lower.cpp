@@ -7,6 +7,7 @@
 
 #include <kiln/kiln.h>
 
+#include "codegen/counting_target.h"
 #include "codegen/cpu/jit_target.h"
 #include "codegen/lower.h"
 #include "codegen/target.h"
@@ -15,6 +16,7 @@
 
 using namespace kiln;
 using codegen::Stage;
+using kiln::testing::CountingTarget;
 
 namespace {
 
@@ -39,36 +41,6 @@ std::unique_ptr<ir::Graph> graph() {
 }
 
 Tensor eager(const Tensor& x, const Tensor& w) { return tanh(matmul(softmax(x, 1), w)); }
-
-/// The host JIT under another name: its own cache keys, its compiles counted.
-class CountingTarget final : public codegen::Target {
-public:
-  explicit CountingTarget(std::string tag, bool fail = false) : tag_(std::move(tag)), fail_(fail) {}
-  std::string_view name() const override { return "counting"; }
-  int vector_bytes() const override { return host().vector_bytes(); }
-  std::string identity() const override { return host().identity() + "test " + tag_ + "\n"; }
-  std::string source(std::span<const ir::kernel::Kernel> k,
-                     std::span<const codegen::Schedule> s) const override {
-    return host().source(k, s);
-  }
-  Expected<std::string> compile(std::span<const ir::kernel::Kernel> k,
-                                std::span<const codegen::Schedule> s) const override {
-    ++compiles;
-    if (fail_) return Error::without_location("this target has no code for " + k[0].name);
-    return host().compile(k, s);
-  }
-  bool check(std::string_view object) const override { return host().check(object); }
-  Expected<codegen::LoadedCode> load(std::string_view object,
-                                     std::span<const ir::kernel::Kernel> k) const override {
-    return host().load(object, k);
-  }
-  mutable int compiles = 0;
-
-private:
-  static const codegen::Target& host() { return codegen::cpu::jit_target(); }
-  std::string tag_;
-  bool fail_;
-};
 
 } // namespace
 

@@ -231,9 +231,9 @@ Result run_plain(const Case& c) {
   if (c.expect_replay) {
     CompileStats st = compiled->stats();
     if (st.traces != 1 || st.replays != calls - 1)
-      return fail(c, "a later compiled call was not a replay (traces " +
-                         std::to_string(st.traces) + ", replays " + std::to_string(st.replays) +
-                         ", graph breaks " + std::to_string(st.breaks) + ")");
+      return fail(c, "a later compiled call was not a replay (traces " + std::to_string(st.traces) +
+                         ", replays " + std::to_string(st.replays) + ", graph breaks " +
+                         std::to_string(st.breaks) + ")");
   }
   return {Outcome::passed, ""};
 }

@@ -102,7 +102,7 @@ TEST_CASE("modes: a reduce_overhead replay allocates nothing beyond its outputs"
   }
 }
 
-TEST_CASE("modes: library calls are prepared once; only the library's own bookkeeping allocates") {
+TEST_CASE("modes: library calls are prepared once, and only the library allocates inside them") {
   NoGradGuard no_grad;
   manual_seed(2);
   nn::Sequential mlp;
@@ -128,7 +128,7 @@ TEST_CASE("modes: library calls are prepared once; only the library's own bookke
   CHECK(c2.news == c.news);
 }
 
-TEST_CASE("modes: a parameter updated in place is packed again; a replaced one re-plans") {
+TEST_CASE("modes: a parameter updated in place is packed again, a replaced one re-plans") {
   NoGradGuard no_grad;
   manual_seed(3);
   nn::Linear lin(32, 16);
@@ -235,4 +235,33 @@ TEST_CASE("modes: the profile splits a replay into guards, setup and kernels") {
   for (int i = 0; i < 4; ++i)
     (void)g(x, y);
   REQUIRE(g.stats().profile.calls == 0);
+}
+
+TEST_CASE(
+    "modes: max_autotune tunes, plans statically, and a 1 ms budget still gives a valid plan") {
+  NoGradGuard no_grad;
+  manual_seed(7);
+  Tensor x = randn({24, 16}), y = randn({16, 24});
+  const Tensor want = kernels_and_views(x, y);
+  const Tensor want64 = kernels_and_views(f64_copy(x), f64_copy(y));
+  for (double budget : {60000.0, 1.0, 0.0}) {
+    INFO("budget " << budget << " ms");
+    CompileOptions o;
+    o.mode = Mode::max_autotune;
+    o.autotune_budget_ms = budget;
+    auto f = compile(kernels_and_views, o);
+    for (int i = 0; i < 3; ++i)
+      KILN_REQUIRE_ACCURATE(f(x, y), want, want64);
+    CompileStats st = f.stats();
+    REQUIRE(st.static_plans == 1); // max_autotune includes reduce_overhead
+    // No time: nothing is timed (what the database already holds still applies).
+    if (budget == 0) REQUIRE(st.autotune_timings == 0);
+    // With time to tune, every kernel is tuned now or found in the database.
+    if (budget == 60000.0) REQUIRE(st.autotune_timings + st.autotune_database_hits > 0);
+  }
+  CompileOptions bad;
+  bad.mode = Mode::max_autotune;
+  bad.autotune_budget_ms = -1;
+  REQUIRE_THROWS_WITH(compile(kernels_and_views, bad),
+                      Catch::Contains("autotune_budget_ms must be >= 0"));
 }

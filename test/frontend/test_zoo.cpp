@@ -67,8 +67,9 @@ TEST_CASE("zoo: compiled equals eager in train mode (dropout, batch norm statist
 TEST_CASE("zoo: compiled equals eager in the modes with static plans, eval and train") {
   ModelRegistry zoo = zoo::registry();
   for (const ModelSpec& spec : zoo.models())
-    for (bool train : {false, true})
-      check_model(spec, "kiln", train, Mode::reduce_overhead);
+    for (Mode mode : {Mode::reduce_overhead, Mode::max_autotune})
+      for (bool train : {false, true})
+        check_model(spec, "kiln", train, mode);
 }
 
 TEST_CASE("zoo: gpt mlp cnn and moe capture in one graph and replay") {

@@ -1,0 +1,249 @@
+// The schedule autotuner (codegen/autotune.h): its candidates are valid and distinct, each
+// computes what the heuristic's schedule computes (by the f64 reference rule: the same graph
+// in f64 is the reference), its database answers a second search without timing and treats
+// corrupt or foreign entries as misses, and a spent budget leaves the heuristic's schedules.
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <kiln/kiln.h>
+
+#include "codegen/autotune.h"
+#include "codegen/cache.h"
+#include "codegen/counting_target.h"
+#include "codegen/lower_group.h"
+#include "ir/parser.h"
+#include "passes/fusion.h"
+#include "runtime/accuracy.h"
+#include "temp_dir.h"
+
+using namespace kiln;
+using codegen::Schedule;
+using ir::kernel::Kernel;
+
+namespace {
+
+// Row reductions (softmax, a variance), an argmax, a reduction over the leading dim and a
+// broadcast pointwise chain: each kind of kernel the candidates vary differently. `DT` is
+// replaced by the dtype.
+constexpr const char* kPrograms[] = {
+    R"(graph @softmax {
+  %x : DT[37,67] = input "x"
+  %m : DT[37,1] = amax(%x) {dims = [1], keepdim = true}
+  %d : DT[37,67] = sub(%x, %m)
+  %e : DT[37,67] = exp(%d)
+  %s : DT[37,1] = sum(%e) {dims = [1], keepdim = true, dtype = DT}
+  %p : DT[37,67] = div(%e, %s)
+  return %p
+})",
+    R"(graph @variance {
+  %x : DT[9,300] = input "x"
+  %s : DT[9,1] = sum(%x) {dims = [1], keepdim = true, dtype = DT}
+  %n : DT[] = full() {sizes = [], value = 300.0, dtype = DT}
+  %m : DT[9,1] = div(%s, %n)
+  %d : DT[9,300] = sub(%x, %m)
+  %q : DT[9,300] = mul(%d, %d)
+  %v : DT[9] = sum(%q) {dims = [1], keepdim = false, dtype = DT}
+  return %v
+})",
+    R"(graph @argmax {
+  %x : DT[13,70] = input "x"
+  %i : i64[13] = argmax(%x) {dim = 1, keepdim = false}
+  return %i
+})",
+    R"(graph @columns {
+  %x : DT[129,21] = input "x"
+  %s : DT[21] = sum(%x) {dims = [0], keepdim = false, dtype = DT}
+  return %s
+})",
+    R"(graph @pointwise {
+  %x : DT[3,5,129] = input "x"
+  %y : DT[5,1] = input "y"
+  %a : DT[3,5,129] = mul(%x, %y)
+  %b : DT[3,5,129] = tanh(%a)
+  %c : DT[3,5,129] = add(%b, %x)
+  return %c
+})",
+};
+
+std::vector<Kernel> kernels_of(std::string text, const char* dtype) {
+  for (size_t p = text.find("DT"); p != std::string::npos; p = text.find("DT", p))
+    text.replace(p, 2, dtype);
+  Expected<std::unique_ptr<ir::Graph>> g = ir::parse_graph(text);
+  INFO((g ? std::string() : g.error().message()));
+  REQUIRE(g);
+  passes::FusionResult fusion = passes::fuse(**g);
+  std::vector<Kernel> out;
+  for (const passes::FusionGroup& group : fusion.groups) {
+    std::string name = "k"; // (a concatenation here trips GCC 12's -Wstringop-overflow)
+    name += std::to_string(out.size());
+    out.push_back(codegen::lower_group(group, name).kernel);
+  }
+  return out;
+}
+
+/// Deterministic inputs in [-4, 4] for every input buffer of k (in its dtype), as tensors.
+std::vector<Tensor> inputs_of(const Kernel& k) {
+  std::vector<Tensor> v;
+  manual_seed(7);
+  for (const ir::kernel::Buffer& b : k.buffers)
+    v.push_back(b.output ? Tensor() : (rand({std::max<int64_t>(b.extent, 1)}) * 8 - 4).to(b.dtype));
+  return v;
+}
+
+/// Runs k's entry under schedule s on the inputs (converted to k's dtypes) and returns its
+/// outputs.
+std::vector<Tensor> run(const Kernel& k, KernelEntry entry, const Schedule& s,
+                        const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> buffers;
+  std::vector<char*> pointers;
+  for (size_t b = 0; b < k.buffers.size(); ++b) {
+    const ir::kernel::Buffer& buf = k.buffers[b];
+    buffers.push_back(buf.output ? zeros({std::max<int64_t>(buf.extent, 1)}, buf.dtype)
+                                 : inputs[b].to(buf.dtype).contiguous());
+    pointers.push_back(static_cast<char*>(buffers.back().raw_data()));
+  }
+  Plan::KernelCall call;
+  call.entry = entry;
+  call.rows = s.rows(k);
+  call.grain = s.grain;
+  call.threads = s.threads;
+  call.run(pointers.data());
+  std::vector<Tensor> out;
+  for (size_t b = 0; b < k.buffers.size(); ++b)
+    if (k.buffers[b].output) out.push_back(buffers[b]);
+  return out;
+}
+
+const codegen::Target& host() { return codegen::cpu::jit_target(); }
+
+} // namespace
+
+TEST_CASE("autotune candidates are valid, distinct, the heuristic's first", "[autotune]") {
+  for (const char* program : kPrograms)
+    for (const Kernel& k : kernels_of(program, "f32")) {
+      INFO(k.str());
+      const Schedule h = codegen::choose_schedule(k, host().vector_bytes());
+      std::vector<Schedule> c = codegen::schedule_candidates(k, h);
+      REQUIRE(c.size() >= 2);
+      REQUIRE(c.front().str() == h.str());
+      for (size_t i = 0; i < c.size(); ++i) {
+        REQUIRE(codegen::check_schedule(c[i], k));
+        for (size_t j = 0; j < i; ++j)
+          REQUIRE(c[i].str() != c[j].str());
+      }
+    }
+}
+
+TEST_CASE("every autotune candidate computes what the heuristic's schedule computes",
+          "[autotune]") {
+  for (const char* program : kPrograms) {
+    const std::vector<Kernel> f32 = kernels_of(program, "f32");
+    const std::vector<Kernel> f64 = kernels_of(program, "f64");
+    REQUIRE(f32.size() == f64.size());
+    for (size_t i = 0; i < f32.size(); ++i) {
+      const Kernel& k = f32[i];
+      INFO(k.str());
+      const std::vector<Tensor> in = inputs_of(k);
+      // The reference: the same kernel in f64 under its own heuristic schedule.
+      const Schedule h64 = codegen::choose_schedule(f64[i], host().vector_bytes());
+      Expected<std::string> o64 = host().compile({&f64[i], 1}, {&h64, 1});
+      REQUIRE(o64);
+      Expected<codegen::LoadedCode> l64 = host().load(*o64, {&f64[i], 1});
+      REQUIRE(l64);
+      const std::vector<Tensor> reference = run(f64[i], l64->entries[0], h64, in);
+
+      const Schedule h = codegen::choose_schedule(k, host().vector_bytes());
+      const std::vector<Schedule> cands = codegen::schedule_candidates(k, h);
+      std::vector<Kernel> variants(cands.size(), k);
+      for (size_t c = 0; c < cands.size(); ++c) {
+        variants[c].name += "_c";
+        variants[c].name += std::to_string(c);
+      }
+      Expected<std::string> object = host().compile(variants, cands);
+      REQUIRE(object);
+      Expected<codegen::LoadedCode> code = host().load(*object, variants);
+      REQUIRE(code);
+      const std::vector<Tensor> heuristic = run(k, code->entries[0], cands[0], in);
+      for (size_t c = 1; c < cands.size(); ++c) {
+        INFO("candidate " << cands[c].str());
+        const std::vector<Tensor> got = run(k, code->entries[c], cands[c], in);
+        for (size_t o = 0; o < got.size(); ++o) {
+          if (!is_floating(got[o].dtype())) {
+            REQUIRE(std::memcmp(got[o].raw_data(), heuristic[o].raw_data(),
+                                static_cast<size_t>(got[o].numel()) * got[o].itemsize()) == 0);
+            continue;
+          }
+          std::optional<std::string> problem = check_accuracy(got[o], heuristic[o], reference[o]);
+          INFO((problem ? *problem : std::string()));
+          REQUIRE(!problem);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("the autotune database answers a second search, and corrupt or foreign entries miss",
+          "[autotune]") {
+  kiln::testing::TempDir dir("kiln_autotune");
+  codegen::DiskCache db(dir.dir);
+  codegen::AutotuneOptions o;
+  o.database = &db;
+  std::vector<Kernel> kernels;
+  for (const char* program : {kPrograms[0], kPrograms[4]})
+    for (const Kernel& k : kernels_of(program, "f32")) {
+      kernels.push_back(k);
+      kernels.back().name += "_";
+      kernels.back().name += std::to_string(kernels.size());
+    }
+  std::vector<Schedule> heuristic;
+  for (const Kernel& k : kernels)
+    heuristic.push_back(codegen::choose_schedule(k, host().vector_bytes()));
+
+  codegen::AutotuneResult first = codegen::autotune(host(), kernels, heuristic, o);
+  REQUIRE(first.tuned == static_cast<int64_t>(kernels.size()));
+  REQUIRE(first.timings >= 2 * first.tuned);
+  REQUIRE(first.database_hits == 0);
+  REQUIRE(db.stats().entries == static_cast<int64_t>(kernels.size()));
+
+  codegen::AutotuneResult second = codegen::autotune(host(), kernels, heuristic, o);
+  REQUIRE(second.timings == 0);
+  REQUIRE(second.database_hits == static_cast<int64_t>(kernels.size()));
+  for (size_t i = 0; i < kernels.size(); ++i)
+    REQUIRE(second.schedules[i].str() == first.schedules[i].str());
+
+  // A corrupt entry (a schedule that does not parse) is a miss, tuned again and replaced.
+  db.store(codegen::autotune_key(host(), kernels[0], heuristic[0]), "vector=sideways lanes=3");
+  codegen::AutotuneResult third = codegen::autotune(host(), kernels, heuristic, o);
+  REQUIRE(third.tuned == 1);
+  REQUIRE(third.database_hits == static_cast<int64_t>(kernels.size()) - 1);
+  REQUIRE(codegen::autotune(host(), kernels, heuristic, o).timings == 0);
+
+  // Another target (another CPU or compiler: another identity) finds nothing of this one's.
+  kiln::testing::CountingTarget other("elsewhere");
+  codegen::AutotuneResult foreign = codegen::autotune(other, kernels, heuristic, o);
+  REQUIRE(foreign.database_hits == 0);
+  REQUIRE(foreign.tuned == static_cast<int64_t>(kernels.size()));
+  REQUIRE(other.compiles == 1); // the candidates of every kernel in one compile
+}
+
+TEST_CASE("a spent autotune budget leaves the heuristic's schedules", "[autotune]") {
+  kiln::testing::TempDir dir("kiln_autotune_budget");
+  codegen::DiskCache db(dir.dir);
+  codegen::AutotuneOptions o;
+  o.database = &db;
+  o.budget_ms = 0;
+  std::vector<Kernel> kernels = kernels_of(kPrograms[0], "f32");
+  std::vector<Schedule> heuristic;
+  for (const Kernel& k : kernels)
+    heuristic.push_back(codegen::choose_schedule(k, host().vector_bytes()));
+  codegen::AutotuneResult r = codegen::autotune(host(), kernels, heuristic, o);
+  REQUIRE(r.timings == 0);
+  REQUIRE(r.tuned == 0);
+  REQUIRE(r.left == static_cast<int64_t>(kernels.size()));
+  REQUIRE(r.changed == 0);
+  for (size_t i = 0; i < kernels.size(); ++i)
+    REQUIRE(r.schedules[i].str() == heuristic[i].str());
+  REQUIRE(db.stats().entries == 0); // nothing tuned, nothing stored
+}
