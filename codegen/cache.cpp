@@ -495,14 +495,4 @@ const std::string& build_id() {
   return id;
 }
 
-std::string cache_key_header(std::string_view kind) {
-  std::string key = "kiln ";
-  key += kind;
-  key += " v1\nkiln ";
-  key += KILN_VERSION_STRING;
-  key += "\nbuild ";
-  key += build_id().empty() ? std::string(__DATE__ " " __TIME__) : build_id();
-  return key + "\n";
-}
-
 } // namespace kiln::codegen
