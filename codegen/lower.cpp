@@ -190,6 +190,14 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
   };
   if (!options.generate_code) return interpreted();
 
+  // gemms: library or generated, per matmul shape (max_autotune).
+  if (options.autotune && options.schedule.empty() && !options.fusion) {
+    out.gemms =
+        stages.run("gemms", [&] { return choose_gemms(*out.graph, target, *options.autotune); });
+    stages.summary(std::to_string(out.gemms.generated) + " of " +
+                   std::to_string(out.gemms.considered) + " matmuls generated");
+  }
+
   // fuse: ir::Graph -> FusionResult.
   const passes::FusionResult fusion = stages.run(
       "fuse", [&] { return options.fusion ? *options.fusion : passes::fuse(*out.graph); });

@@ -177,8 +177,9 @@ struct CompiledFunction::State {
     ++stats.compiles;
     stats.generated_kernels += exe->generated_kernels();
     if (exe->cache_hit) ++stats.disk_cache_hits;
-    stats.autotune_timings += exe->autotune.timings;
-    stats.autotune_database_hits += exe->autotune.database_hits;
+    stats.autotune_timings += exe->autotune.timings + exe->gemms.timings;
+    stats.autotune_database_hits += exe->autotune.database_hits + exe->gemms.database_hits;
+    stats.autotune_gemms_generated += exe->gemms.generated;
     stats.autotune_changed += exe->autotune.changed;
     if (wants("autotune") && lo.autotune)
       std::cerr << "[kiln autotune] graph " << id << ": "

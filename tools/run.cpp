@@ -156,7 +156,8 @@ std::string stats_line(const CompileStats& s, const std::string& mode) {
   if (mode == "max_autotune")
     os << "\nautotune " << s.autotune_timings << " candidates timed, " << s.autotune_database_hits
        << " kernels from the database, " << s.autotune_changed
-       << " kernels given another schedule than the heuristic's";
+       << " kernels given another schedule than the heuristic's, " << s.autotune_gemms_generated
+       << " matmuls given a generated kernel";
   return os.str();
 }
 

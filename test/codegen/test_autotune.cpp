@@ -12,8 +12,11 @@
 #include "codegen/autotune.h"
 #include "codegen/cache.h"
 #include "codegen/counting_target.h"
+#include "codegen/gemm_choice.h"
+#include "codegen/lower.h"
 #include "codegen/lower_group.h"
 #include "ir/parser.h"
+#include "ir/verifier.h"
 #include "passes/fusion.h"
 #include "runtime/accuracy.h"
 #include "temp_dir.h"
@@ -246,4 +249,91 @@ TEST_CASE("a spent autotune budget leaves the heuristic's schedules", "[autotune
   for (size_t i = 0; i < kernels.size(); ++i)
     REQUIRE(r.schedules[i].str() == heuristic[i].str());
   REQUIRE(db.stats().entries == 0); // nothing tuned, nothing stored
+}
+
+namespace {
+
+// A thin product (a batch-1 layer, its weights a transposed parameter) and one too large to
+// be timed both ways.
+constexpr const char* kGemms = R"(graph @gemms {
+  %x : f32[1,96] = input "x"
+  %w : f32[40,96] = param "w"
+  %b : f32[512,512] = input "b"
+  %c : f32[512,512] = input "c"
+  %t : f32[96,40]{1,96} = permute(%w) {dims = [1, 0]}
+  %y : f32[1,40] = matmul(%x, %t)
+  %r : f32[1,40] = relu(%y)
+  %z : f32[512,512] = matmul(%b, %c)
+  return %r, %z
+})";
+
+std::unique_ptr<ir::Graph> gemm_graph() {
+  Expected<std::unique_ptr<ir::Graph>> g = ir::parse_graph(kGemms);
+  INFO((g ? std::string() : g.error().message()));
+  REQUIRE(g);
+  return std::move(*g);
+}
+
+int64_t count(const ir::Graph& g, Op op) {
+  int64_t n = 0;
+  for (const ir::Node* node : g.nodes())
+    n += node->op() == op;
+  return n;
+}
+
+} // namespace
+
+TEST_CASE("matmuls are timed as library calls and generated kernels, the choice kept",
+          "[autotune]") {
+  kiln::testing::TempDir dir("kiln_autotune_gemm");
+  codegen::DiskCache db(dir.dir);
+  codegen::AutotuneOptions o;
+  o.database = &db;
+  std::unique_ptr<ir::Graph> g = gemm_graph();
+  codegen::GemmChoices first = codegen::choose_gemms(*g, host(), o);
+  REQUIRE(first.considered == 1); // the 512^3 product is never timed
+  REQUIRE(first.timings == 2);
+  {
+    Expected<void> ok = ir::verify(*g);
+    INFO((ok ? std::string() : ok.error().message()));
+    REQUIRE(ok);
+  }
+  REQUIRE(count(*g, Op::matmul) == 2 - first.generated);
+
+  std::unique_ptr<ir::Graph> again = gemm_graph();
+  codegen::GemmChoices second = codegen::choose_gemms(*again, host(), o);
+  REQUIRE(second.timings == 0);
+  REQUIRE(second.database_hits == 1);
+  REQUIRE(second.generated == first.generated);
+
+  // Either choice gives a valid graph that computes the product (by the f64 rule).
+  manual_seed(11);
+  const Tensor x = randn({1, 96}), w = randn({40, 96}), b = randn({512, 512}),
+               c = randn({512, 512});
+  const Tensor want = relu(matmul(x, w.t()));
+  const Tensor want64 = relu(matmul(x.to(DType::f64), w.to(DType::f64).t()));
+  for (const char* choice : {"generated", "library"}) {
+    INFO(choice);
+    kiln::testing::TempDir d2("kiln_autotune_gemm_choice");
+    codegen::DiskCache forced(d2.dir);
+    codegen::AutotuneOptions fo;
+    fo.database = &forced;
+    std::unique_ptr<ir::Graph> h = gemm_graph();
+    const ir::Node* mm = nullptr;
+    for (const ir::Node* node : h->nodes())
+      if (node->op() == Op::matmul && !mm) mm = node;
+    forced.store(codegen::gemm_key(host(), mm->input(0)->type(), mm->input(1)->type()), choice);
+    codegen::GemmChoices gc = codegen::choose_gemms(*h, host(), fo);
+    REQUIRE(gc.timings == 0);
+    REQUIRE(gc.generated == (std::string(choice) == "generated" ? 1 : 0));
+    REQUIRE(count(*h, Op::matmul) == 2 - gc.generated);
+    REQUIRE(ir::verify(*h));
+    Expected<codegen::CompiledGraph> cg = codegen::lower(std::move(h), codegen::LowerOptions{});
+    REQUIRE(cg);
+    REQUIRE(cg->fallback.empty());
+    const std::vector<Tensor> out = cg->run(std::vector<Tensor>{x, w, b, c});
+    std::optional<std::string> problem = check_accuracy(out[0], want, want64);
+    INFO((problem ? *problem : std::string()));
+    REQUIRE(!problem);
+  }
 }
