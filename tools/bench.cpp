@@ -56,7 +56,8 @@ constexpr const char* kUsage =
     "  --list            list the workloads\n"
     "  --chain N,...     the chain lengths `compile` measures (default 100,200,400,800,1600,3200)\n"
     "  Compiles use a fresh kernel cache directory of their own (the user's is left alone).\n"
-    "  `compile` measures the gpt's cold and warm first call, and the compile time of the\n"
+    "  `compile` measures the gpt's cold and warm first call (default mode; then max_autotune\n"
+    "  once with an empty autotune database, once with it filled), and the compile time of the\n"
     "  chain: x = tanh(x), x = softmax(x, -1) alternately, N ops on 64x64 f32, each N compiled\n"
     "  once with an empty kernel cache; it prints the curve and its least-squares slope\n"
     "  (the marginal compile time per captured op; a softmax is captured as several ops).\n";
@@ -402,6 +403,9 @@ struct CompileTimes {
   Timing cold, warm;
   double compile_ms_cold = 0, compile_ms_warm = 0;
   bool warm_hit = true;
+  /// max_autotune, once each: with an empty cache (so an empty autotune database), then warm.
+  double autotune_cold_ms = 0, autotune_warm_ms = 0;
+  CompileStats autotune_cold, autotune_warm;
 };
 CompileTimes compile_times(int reps, Progress& progress) {
   const GptRun g = bench_gpt_run();
@@ -428,6 +432,18 @@ CompileTimes compile_times(int reps, Progress& progress) {
   }
   ct.cold = summarize(cold);
   ct.warm = summarize(warm);
+  CompileOptions at;
+  at.mode = Mode::max_autotune;
+  codegen::DiskCache::global().clear();
+  for (int pass = 0; pass < 2; ++pass) {
+    auto fn = [mp](const Tensor& t) { return mp->forward(t); };
+    kiln::Compiled<decltype(fn)> c(fn, at, mp);
+    auto b = Clock::now();
+    (void)c(tokens);
+    (pass == 0 ? ct.autotune_cold_ms : ct.autotune_warm_ms) = ms_since(b);
+    (pass == 0 ? ct.autotune_cold : ct.autotune_warm) = c.stats();
+    progress.step("compile gpt max_autotune");
+  }
   return ct;
 }
 
@@ -646,7 +662,7 @@ int bench_main(std::span<const std::string_view> args) {
   for (size_t k = 0; k < chosen.size(); ++k)
     total += int64_t(o.reps) * int64_t(1 + o.modes.size());
   const int compile_reps = 3;
-  if (with_compile) total += compile_reps + static_cast<int64_t>(o.chain.size());
+  if (with_compile) total += compile_reps + 2 + static_cast<int64_t>(o.chain.size());
   Progress progress(total);
   std::vector<Row> rows;
   std::vector<std::string> failures;
@@ -721,7 +737,15 @@ int bench_main(std::span<const std::string_view> args) {
               << "gpt first call, cold (empty cache) " << std::fixed << std::setprecision(1)
               << ct->cold.median << " ms (compiling " << ct->compile_ms_cold << " ms), warm "
               << ct->warm.median << " ms (compiling " << ct->compile_ms_warm << " ms)"
-              << (ct->warm_hit ? "" : "; the warm compile missed the cache") << "\n";
+              << (ct->warm_hit ? "" : "; the warm compile missed the cache") << "\n"
+              << std::left << std::setw(12) << "compile" << std::right
+              << "gpt first call under max_autotune, cold " << std::setprecision(1)
+              << ct->autotune_cold_ms << " ms (" << ct->autotune_cold.autotune_timings
+              << " candidates timed, " << ct->autotune_cold.autotune_changed
+              << " kernels changed, " << ct->autotune_cold.autotune_gemms_generated
+              << " matmuls generated), warm " << ct->autotune_warm_ms << " ms ("
+              << ct->autotune_warm.autotune_timings << " timed, "
+              << ct->autotune_warm.autotune_database_hits << " from the database)\n";
   if (cc) {
     std::cout << "compile chain (tanh/softmax alternately, 64x64 f32, empty kernel cache):\n"
               << std::right << std::setw(8) << "n" << std::setw(8) << "ops" << std::setw(10)
@@ -787,7 +811,11 @@ int bench_main(std::span<const std::string_view> args) {
     if (ct)
       js << ",\n  \"compile\": {\"model\": \"gpt\", \"cold_ms\": " << num(ct->cold.median)
          << ", \"warm_ms\": " << num(ct->warm.median)
-         << ", \"warm_hit\": " << (ct->warm_hit ? "true" : "false") << "}";
+         << ", \"warm_hit\": " << (ct->warm_hit ? "true" : "false")
+         << ", \"max_autotune_cold_ms\": " << num(ct->autotune_cold_ms)
+         << ", \"max_autotune_warm_ms\": " << num(ct->autotune_warm_ms)
+         << ", \"max_autotune_cold_timings\": " << ct->autotune_cold.autotune_timings
+         << ", \"max_autotune_warm_timings\": " << ct->autotune_warm.autotune_timings << "}";
     if (cc) {
       js << ",\n  \"compile_chain\": {\"marginal_ms_per_op\": " << num(cc->slope_ms)
          << ", \"intercept_ms\": " << num(cc->intercept_ms) << ", \"points\": [";
