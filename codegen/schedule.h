@@ -1,5 +1,5 @@
 // Schedule: how a kernel's loops run, kept apart from what they compute (the Kernel). A
-// heuristic picks it now; max-autotune will search over the same fields.
+// heuristic picks it; max_autotune searches over the same fields (codegen/autotune.h).
 #pragma once
 
 #include <cstdint>
