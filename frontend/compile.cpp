@@ -63,6 +63,7 @@ struct Entry {
   /// reduce_overhead: the replay's plan fixed to this entry's geometry (the first replay
   /// builds it); it points into replay->compiled, which the entry holds.
   std::unique_ptr<StaticPlan> fixed;
+  bool no_static_plan = false; // the plan can't be made static: it runs as a Plan
   /// Per graph input, the graph's inputs of a replay (kept so that a replay allocates none).
   std::vector<Tensor> inputs;
   /// Per tensor argument, its position among the call's arguments.
@@ -213,11 +214,9 @@ struct CompiledFunction::State {
     stats.kernels = session.kernels();
     if (!add_entry) return results;
     const TraceSession::Replay* replay = session.replay().get();
-    Entry e{GuardSet::build(args, module, replay, session.host_reads(), session.mode_reads()),
-            session.replay(),
-            nullptr,
-            {},
-            {}};
+    Entry e;
+    e.guards = GuardSet::build(args, module, replay, session.host_reads(), session.mode_reads());
+    e.replay = session.replay();
     for (size_t i = 0; i < args.size(); ++i)
       if (args[i].is_tensor) e.tensor_positions.push_back(i);
     if (wants("guards")) {
@@ -249,7 +248,7 @@ struct CompiledFunction::State {
       }
     }
     std::vector<Tensor> outs;
-    if (r.compiled && static_plans()) {
+    if (r.compiled && static_plans() && !e.no_static_plan) {
       if (e.fixed) {
         outs = e.fixed->run(inputs);
       } else {
@@ -257,9 +256,13 @@ struct CompiledFunction::State {
         so.static_outputs = options.static_outputs;
         so.time = options.profile;
         e.fixed = StaticPlan::build(r.compiled->plan, inputs, so, outs);
-        ++stats.static_plans;
+        e.no_static_plan = e.fixed == nullptr;
+        if (e.fixed) ++stats.static_plans;
         if (wants("lower"))
-          std::cerr << "[kiln lower] static plan: " << e.fixed->summary().str() << "\n";
+          std::cerr << "[kiln lower] static plan: "
+                    << (e.fixed ? e.fixed->summary().str()
+                                : std::string("none (an output shares the arena)"))
+                    << "\n";
       }
       stats.kernels = r.compiled->launches;
     } else if (r.compiled) {
@@ -338,15 +341,18 @@ std::vector<Tensor> CompiledFunction::call(std::span<const detail::CallArg> args
     if (!e.replay) return s.trace(args, body, /*add_entry=*/false);
     if (!s.options.profile || !e.fixed) return s.replay(e, args);
     const Clock::time_point t1 = Clock::now();
-    const double kernels_before = e.fixed->timings().kernels_ns;
+    const StaticPlan::Timings before = e.fixed->timings();
     std::vector<Tensor> out = s.replay(e, args);
     const double all = std::chrono::duration<double, std::nano>(Clock::now() - t1).count();
-    const double kernels = e.fixed->timings().kernels_ns - kernels_before;
+    const StaticPlan::Timings& after = e.fixed->timings();
     CompileStats::Profile& p = s.stats.profile;
     ++p.calls;
     p.guards_ns += std::chrono::duration<double, std::nano>(t1 - t0).count();
-    p.kernels_ns += kernels;
-    p.setup_ns += all - kernels;
+    p.kernels_ns += after.kernels_ns - before.kernels_ns;
+    p.generated_ns += after.generated_ns - before.generated_ns;
+    p.library_ns += after.library_ns - before.library_ns;
+    p.eager_ns += after.eager_ns - before.eager_ns;
+    p.setup_ns += all - (after.kernels_ns - before.kernels_ns);
     return out;
   }
   if (!s.entries.empty()) {

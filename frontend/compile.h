@@ -106,6 +106,8 @@ struct CompileStats {
   struct Profile {
     int64_t calls = 0;
     double guards_ns = 0, setup_ns = 0, kernels_ns = 0;
+    /// kernels_ns by kind: generated kernels, library calls (oneDNN), eager calls.
+    double generated_ns = 0, library_ns = 0, eager_ns = 0;
   };
   Profile profile;
 };

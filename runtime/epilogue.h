@@ -79,6 +79,11 @@ public:
   virtual ~PreparedLibraryCall() = default;
   /// The data of the step's operands, then of its result, in the order run_and_prepare took.
   virtual void run(std::span<char* const> addresses) = 0;
+  /// Bytes the call needs only while it runs (reordered copies of operands, scratchpad).
+  virtual size_t scratch_bytes() const { return 0; }
+  /// Moves that memory into `base` (64-byte aligned, scratch_bytes() long), which calls that
+  /// never run at the same time may share: a static plan gives all its calls one block.
+  virtual void bind_scratch(char* base) { (void)base; }
 };
 
 /// True on a thread while it is inside a library's execution (oneDNN's primitive execute,

@@ -26,11 +26,12 @@ double ns_since(Clock::time_point t) {
 } // namespace
 
 std::string StaticPlan::Summary::str() const {
-  char buf[160];
+  char buf[200];
   std::snprintf(buf, sizeof buf,
                 "%zu kernels, %zu prepared library calls, %zu views, %zu eager calls; arena "
-                "%zu bytes, static outputs %zu bytes",
-                kernels, library_calls, views, eager_calls, arena_bytes, static_output_bytes);
+                "%zu bytes, library scratch %zu bytes, static outputs %zu bytes",
+                kernels, library_calls, views, eager_calls, arena_bytes, scratch_bytes,
+                static_output_bytes);
   return buf;
 }
 
@@ -91,6 +92,29 @@ std::unique_ptr<StaticPlan> StaticPlan::build(const Plan& plan, std::span<const 
       t[s] = kiln::empty(sizes, dtype);
     }
   };
+  // A matmul or convolution with no epilogue (an eager step) is a library call too: its
+  // result is made as a kernel's is, and the call prepared with an empty epilogue. Null when
+  // the op is not one, or the library does not take it (the step stays eager, its result
+  // dispatch's).
+  auto prepare_contraction =
+      [&](const Plan::Step& st, std::span<const Tensor> in, const std::vector<Tensor>& dispatched,
+          auto& make_result, std::vector<Tensor>& slots) -> std::unique_ptr<PreparedLibraryCall> {
+    if ((st.op != Op::matmul && st.op != Op::conv2d) || dispatched.size() != 1 ||
+        dispatched[0].dtype() != DType::f32)
+      return nullptr;
+    for (const Tensor& x : in)
+      if (!x.defined() || x.dtype() != DType::f32) return nullptr;
+    Epilogue none;
+    none.contraction_operands = in.size();
+    none.sizes = dispatched[0].sizes();
+    none.dtype = DType::f32;
+    const size_t r = st.results[0];
+    make_result(r, none.sizes, DType::f32);
+    std::unique_ptr<PreparedLibraryCall> lib =
+        run_and_prepare(st.op, *st.attrs, in, none, slots[r]);
+    if (!lib) p.slots_[r] = Slot{}; // the step stays eager: the view or tensor logic below
+    return lib;
+  };
   std::vector<Tensor> operands;
   for (const Plan::Step& st : plan.steps()) {
     Step step;
@@ -120,8 +144,14 @@ std::unique_ptr<StaticPlan> StaticPlan::build(const Plan& plan, std::span<const 
         step.kind = Kind::eager;
         ++p.summary_.eager_calls;
       }
+    } else if (std::vector<Tensor> r = dispatch(st.op, operands, *st.attrs);
+               std::unique_ptr<PreparedLibraryCall> lib =
+                   prepare_contraction(st, operands, r, result, t)) {
+      step.library = std::move(lib);
+      step.kind = Kind::library;
+      step.buffers.resize(st.operands.size() + 1);
+      ++p.summary_.library_calls;
     } else {
-      std::vector<Tensor> r = dispatch(st.op, operands, *st.attrs);
       const bool view = schema(st.op).kind == OpKind::view && r.size() == 1 &&
                         st.operands.size() == 1 && r[0].impl().storage != nullptr &&
                         r[0].impl().storage == operands[0].impl().storage;
@@ -160,6 +190,10 @@ std::unique_ptr<StaticPlan> StaticPlan::build(const Plan& plan, std::span<const 
   for (size_t s : plan.outputs())
     outputs.push_back(t[s]);
   plan.apply_writes(t);
+  // An output that shares the arena (an eager step that returned a view of a planned buffer)
+  // would be overwritten by the next run: such a plan keeps running as a Plan.
+  for (const Tensor& o : outputs)
+    if (p.arena_ && o.defined() && o.impl().storage == p.arena_) return nullptr;
 
   // Which slots need a Tensor on a run: outputs, writes, operands of eager steps, and the
   // bases of views that do.
@@ -180,6 +214,17 @@ std::unique_ptr<StaticPlan> StaticPlan::build(const Plan& plan, std::span<const 
     p.address_[s] = address_of(t[s]);
     if (p.slots_[s].source != Source::fixed) t[s] = Tensor();
   }
+  // The library calls run one after another: their scratch memory is one block, shared (it
+  // stays warm in the caches from one call to the next, as the allocator's reused blocks do).
+  size_t scratch = 0;
+  for (const Step& s : p.steps_)
+    if (s.library) scratch = std::max(scratch, s.library->scratch_bytes());
+  if (scratch > 0) {
+    p.scratch_ = std::make_shared<Storage>(scratch, Device::cpu());
+    for (Step& s : p.steps_)
+      if (s.library) s.library->bind_scratch(static_cast<char*>(p.scratch_->data()));
+  }
+  p.summary_.scratch_bytes = scratch;
   p.operands_.reserve(operands.capacity());
   return sp;
 }
@@ -262,7 +307,7 @@ void StaticPlan::launch() {
       if (s.skip) break;
       const Clock::time_point t0 = time ? Clock::now() : Clock::time_point{};
       plan_.kernels()[static_cast<size_t>(st.kernel)].run(s.buffers.data());
-      if (time) timings_.kernels_ns += ns_since(t0);
+      if (time) timings_.generated_ns += ns_since(t0);
       break;
     }
     case Kind::library: {
@@ -270,7 +315,7 @@ void StaticPlan::launch() {
       fill(s);
       const Clock::time_point t0 = time ? Clock::now() : Clock::time_point{};
       s.library->run(s.buffers);
-      if (time) timings_.kernels_ns += ns_since(t0);
+      if (time) timings_.library_ns += ns_since(t0);
       break;
     }
     case Kind::view: {
@@ -286,7 +331,7 @@ void StaticPlan::launch() {
       if (st.epilogue) fresh(st.results[0]);
       const Clock::time_point t0 = time ? Clock::now() : Clock::time_point{};
       run_eager(s);
-      if (time) timings_.kernels_ns += ns_since(t0);
+      if (time) timings_.eager_ns += ns_since(t0);
       break;
     }
     }
@@ -315,6 +360,7 @@ std::vector<Tensor> StaticPlan::run(std::span<const Tensor> inputs) {
   std::vector<Tensor> out = collect();
   if (options_.time) {
     timings_.total_ns += ns_since(t0);
+    timings_.kernels_ns = timings_.generated_ns + timings_.library_ns + timings_.eager_ns;
     ++timings_.runs;
   }
   return out;

@@ -50,18 +50,21 @@ public:
   struct Timings {
     int64_t runs = 0;
     double total_ns = 0;   // bind, launch and collect
-    double kernels_ns = 0; // inside generated kernels and library calls
+    double kernels_ns = 0; // inside generated kernels, library calls and eager calls
+    /// kernels_ns by kind of step.
+    double generated_ns = 0, library_ns = 0, eager_ns = 0;
   };
   /// How the steps run (for logs and tests).
   struct Summary {
     size_t kernels = 0, library_calls = 0, views = 0, eager_calls = 0;
-    size_t arena_bytes = 0, static_output_bytes = 0;
+    size_t arena_bytes = 0, scratch_bytes = 0, static_output_bytes = 0;
     std::string str() const;
   };
 
   /// Builds the static plan of `plan` (which must outlive it) for inputs of exactly these
   /// dtypes, sizes and strides, running the plan once on them: that run's outputs are returned
-  /// in `outputs`.
+  /// in `outputs`. Null (the outputs still returned) when an output would share the arena,
+  /// which the next run overwrites: the plan then keeps running as a Plan.
   static std::unique_ptr<StaticPlan> build(const Plan& plan, std::span<const Tensor> inputs,
                                            Options options, std::vector<Tensor>& outputs);
   ~StaticPlan();
@@ -107,6 +110,7 @@ private:
   const Plan& plan_;
   Options options_;
   std::shared_ptr<Storage> arena_;
+  std::shared_ptr<Storage> scratch_; // the library calls' scratch memory, shared
   std::vector<Slot> slots_;
   std::vector<Step> steps_;
   // Per run (kept between runs so that a run allocates nothing):

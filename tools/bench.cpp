@@ -378,6 +378,9 @@ std::vector<Row> run_workload(const Workload& w, const BenchOptions& o, Progress
     p.guards_ns -= before.guards_ns;
     p.setup_ns -= before.setup_ns;
     p.kernels_ns -= before.kernels_ns;
+    p.generated_ns -= before.generated_ns;
+    p.library_ns -= before.library_ns;
+    p.eager_ns -= before.eager_ns;
     profiles[m] = p;
   }
   std::vector<Row> rows;
@@ -723,7 +726,9 @@ int bench_main(std::span<const std::string_view> args) {
       const double n = static_cast<double>(r.profile.calls) * 1000;
       ref << (ref.tellp() > 0 ? ", " : "") << std::fixed << std::setprecision(1)
           << "replay: guards " << r.profile.guards_ns / n << " + setup " << r.profile.setup_ns / n
-          << " + kernels " << r.profile.kernels_ns / n << " us";
+          << " + kernels " << r.profile.kernels_ns / n << " us (generated "
+          << r.profile.generated_ns / n << ", library " << r.profile.library_ns / n << ", eager "
+          << r.profile.eager_ns / n << ")";
     }
     std::ostringstream ratio;
     ratio << std::fixed << std::setprecision(2) << "x" << eager_ms / r.t.median;
@@ -741,10 +746,9 @@ int bench_main(std::span<const std::string_view> args) {
               << std::left << std::setw(12) << "compile" << std::right
               << "gpt first call under max_autotune, cold " << std::setprecision(1)
               << ct->autotune_cold_ms << " ms (" << ct->autotune_cold.autotune_timings
-              << " candidates timed, " << ct->autotune_cold.autotune_changed
-              << " kernels changed, " << ct->autotune_cold.autotune_gemms_generated
-              << " matmuls generated), warm " << ct->autotune_warm_ms << " ms ("
-              << ct->autotune_warm.autotune_timings << " timed, "
+              << " candidates timed, " << ct->autotune_cold.autotune_changed << " kernels changed, "
+              << ct->autotune_cold.autotune_gemms_generated << " matmuls generated), warm "
+              << ct->autotune_warm_ms << " ms (" << ct->autotune_warm.autotune_timings << " timed, "
               << ct->autotune_warm.autotune_database_hits << " from the database)\n";
   if (cc) {
     std::cout << "compile chain (tanh/softmax alternately, 64x64 f32, empty kernel cache):\n"
@@ -803,7 +807,10 @@ int bench_main(std::span<const std::string_view> args) {
         const double n = static_cast<double>(r.profile.calls) * 1000;
         js << ", \"replay_us\": {\"guards\": " << num(r.profile.guards_ns / n)
            << ", \"setup\": " << num(r.profile.setup_ns / n)
-           << ", \"kernels\": " << num(r.profile.kernels_ns / n) << "}";
+           << ", \"kernels\": " << num(r.profile.kernels_ns / n)
+           << ", \"generated\": " << num(r.profile.generated_ns / n)
+           << ", \"library\": " << num(r.profile.library_ns / n)
+           << ", \"eager\": " << num(r.profile.eager_ns / n) << "}";
       }
       js << "}";
     }

@@ -44,7 +44,12 @@ Tensor run_with_epilogue(Op op, const Attrs& attrs, std::span<const Tensor> oper
   KILN_ASSERT(operands.size() >= ep.contraction_operands, "epilogue of ", op_name(op), ": ",
               operands.size(), " operands for a contraction of ", ep.contraction_operands);
 #ifdef KILN_HAVE_ONEDNN
-  if (kernels::onednn_enabled() && ep.dtype == DType::f32 &&
+  // A contraction over nothing, or an empty result, goes op by op (the eager kernels know
+  // empties; oneDNN traps on a zero-sized reduction dimension).
+  bool empty = numel_of(ep.sizes) == 0;
+  for (const Tensor& t : operands.first(ep.contraction_operands))
+    empty = empty || t.numel() == 0;
+  if (kernels::onednn_enabled() && ep.dtype == DType::f32 && !empty &&
       (op == Op::matmul || op == Op::conv2d)) {
     Tensor dst = out ? *out : kiln::empty(ep.sizes);
     if (op == Op::matmul ? kernels::matmul_with_post_ops(operands, ep, dst)
@@ -82,7 +87,12 @@ std::unique_ptr<PreparedLibraryCall> run_and_prepare(Op op, const Attrs& attrs,
                                                      std::span<const Tensor> operands,
                                                      const Epilogue& ep, const Tensor& out) {
 #ifdef KILN_HAVE_ONEDNN
-  if (kernels::onednn_enabled() && ep.dtype == DType::f32 && out.defined() &&
+  // Empty operands or results (a contraction over nothing) stay with run_with_epilogue, which
+  // knows them.
+  bool empty = !out.defined() || out.numel() == 0;
+  for (const Tensor& t : operands)
+    empty = empty || t.numel() == 0;
+  if (kernels::onednn_enabled() && ep.dtype == DType::f32 && !empty &&
       (op == Op::matmul || op == Op::conv2d)) {
     std::vector<const void*> addresses;
     for (const Tensor& t : operands)

@@ -152,10 +152,15 @@ public:
             const std::shared_ptr<Storage>* weights)
       : op_(op), primitive_(p.primitive), stream_(onednn_engine()) {
     const dnnl::engine& eng = onednn_engine();
+    // Memory used only during a run (reordered copies, the scratchpad): its own buffers
+    // now, laid out at offsets of one block a prepared call may share (bind_scratch).
     auto scratch_memory = [&](const dnnl::memory::desc& md) {
-      buffers_.push_back(
-          std::make_shared<Storage>(std::max<size_t>(md.get_size(), 1), Device::cpu()));
-      return dnnl::memory(md, eng, buffers_.back()->data());
+      const size_t bytes = std::max<size_t>(md.get_size(), 1);
+      transient_storage_.push_back(std::make_shared<Storage>(bytes, Device::cpu()));
+      dnnl::memory m(md, eng, transient_storage_.back()->data());
+      transient_.emplace_back(m, scratch_bytes_);
+      scratch_bytes_ += (bytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+      return m;
     };
     for (const auto& [arg, memory] : args)
       users_.emplace_back(arg, memory);
@@ -212,6 +217,15 @@ public:
 
   /// The caller's memories, by argument: what a prepared call points at new addresses.
   std::vector<std::pair<int, dnnl::memory>>& users() { return users_; }
+  /// Bytes of the memory a run uses only while it runs.
+  size_t scratch_bytes() const { return scratch_bytes_; }
+  /// Points that memory into `base` (scratch_bytes() of it, 64-byte aligned), which other
+  /// executions that never run at the same time may share, and frees its own buffers.
+  void bind_scratch(char* base) {
+    for (auto& [memory, offset] : transient_)
+      memory.set_data_handle(base + offset);
+    transient_storage_.clear();
+  }
   const char* op() const { return op_; }
 
 private:
@@ -234,8 +248,11 @@ private:
   std::vector<std::pair<int, dnnl::memory>> args_;
   std::vector<dnnl_exec_arg_t> c_args_;
   std::vector<Reorder> before_, after_;
-  std::vector<std::shared_ptr<Storage>> buffers_; // scratchpad, reordered copies
-  std::shared_ptr<Storage> weights_;              // a parameter kept packed
+  std::vector<std::shared_ptr<Storage>> buffers_;          // packed weights kept for this execution
+  std::vector<std::pair<dnnl::memory, size_t>> transient_; // with offsets into the scratch
+  std::vector<std::shared_ptr<Storage>> transient_storage_;
+  size_t scratch_bytes_ = 0;
+  std::shared_ptr<Storage> weights_; // a parameter kept packed
   dnnl::memory weights_user_;
   dnnl::memory::desc weights_md_;
   uint64_t weights_version_ = 0;
@@ -253,6 +270,8 @@ class PreparedOnednnCall final : public PreparedLibraryCall {
 public:
   PreparedOnednnCall(std::unique_ptr<Execution> e, std::vector<size_t> address_of)
       : e_(std::move(e)), address_of_(std::move(address_of)) {}
+  size_t scratch_bytes() const override { return e_->scratch_bytes(); }
+  void bind_scratch(char* base) override { e_->bind_scratch(base); }
   void run(std::span<char* const> addresses) override {
     auto& users = e_->users();
     for (size_t k = 0; k < users.size(); ++k)
