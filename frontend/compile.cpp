@@ -356,7 +356,9 @@ std::vector<Tensor> CompiledFunction::call(std::span<const detail::CallArg> args
     return out;
   }
   if (!s.entries.empty()) {
-    std::string why = *s.entries.back().guards.check(args, s.module);
+    // holds() and check() agree; the fallback text only guards against a disagreement.
+    std::string why = s.entries.back().guards.check(args, s.module).value_or(
+        "a guard of the flat check (the detailed check found none)");
     if (s.stats.recompiles >= s.options.recompile_limit) {
       KILN_CHECK(!s.options.fail_on_recompile, "kiln::compile: recompile limit (",
                  s.options.recompile_limit,
