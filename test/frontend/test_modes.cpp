@@ -1,6 +1,7 @@
 // The compile modes: reduce_overhead's static plans (no allocation on a replay beyond its
 // outputs, re-planning on a guard failure, packed weights following in-place updates, static
 // outputs) and the results of every mode against eager.
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -19,20 +20,62 @@ namespace {
 std::atomic<bool> g_counting{false};
 std::atomic<int64_t> g_news{0}, g_library_news{0};
 
-void* counted(size_t n) {
+void count() {
   if (g_counting.load(std::memory_order_relaxed))
     (in_library_call() ? g_library_news : g_news).fetch_add(1, std::memory_order_relaxed);
+}
+
+void* counted(size_t n) {
+  count();
   if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+
+void* counted_aligned(size_t n, std::align_val_t a) {
+  count();
+  const size_t align = std::max(static_cast<size_t>(a), sizeof(void*));
+  if (void* p = std::aligned_alloc(align, (std::max<size_t>(n, 1) + align - 1) / align * align))
+    return p;
   throw std::bad_alloc();
 }
 } // namespace
 
+// Every form of new and delete, so that whatever allocates through one frees through the
+// other (a sanitizer checks that malloc'ed memory is not given to its own operator delete).
 void* operator new(size_t n) { return counted(n); }
 void* operator new[](size_t n) { return counted(n); }
+void* operator new(size_t n, const std::nothrow_t&) noexcept {
+  count();
+  return std::malloc(n == 0 ? 1 : n);
+}
+void* operator new[](size_t n, const std::nothrow_t&) noexcept {
+  count();
+  return std::malloc(n == 0 ? 1 : n);
+}
+void* operator new(size_t n, std::align_val_t a) { return counted_aligned(n, a); }
+void* operator new[](size_t n, std::align_val_t a) { return counted_aligned(n, a); }
+void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  try {
+    return counted_aligned(n, a);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t& t) noexcept {
+  return operator new(n, a, t);
+}
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
 void operator delete[](void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace {
 
