@@ -190,12 +190,17 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
   };
   if (!options.generate_code) return interpreted();
 
-  // gemms: library or generated, per matmul shape (max_autotune).
+  // gemms: library or generated, per matmul shape; long rows' reductions split or not
+  // (max_autotune).
   if (options.autotune && options.schedule.empty() && !options.fusion) {
     out.gemms =
         stages.run("gemms", [&] { return choose_gemms(*out.graph, target, *options.autotune); });
+    out.splits =
+        stages.run("splits", [&] { return choose_splits(*out.graph, target, *options.autotune); });
     stages.summary(std::to_string(out.gemms.generated) + " of " +
-                   std::to_string(out.gemms.considered) + " matmuls generated");
+                   std::to_string(out.gemms.considered) + " matmuls generated, " +
+                   std::to_string(out.splits.split) + " of " +
+                   std::to_string(out.splits.considered) + " reductions split");
   }
 
   // fuse: ir::Graph -> FusionResult.

@@ -3,7 +3,8 @@
 //
 //   simplify  ir::Graph         -> ir::Graph              the default pass pipeline
 //   gemms     ir::Graph         -> ir::Graph              max_autotune: matmuls a generated
-//                                                         kernel computes faster, rewritten
+//                                                         kernel computes faster, rewritten;
+//                                                         long rows' reductions split
 //   fuse      ir::Graph         -> passes::FusionResult   groups, library calls, step order
 //   lower     FusionGroup       -> ir::kernel::Kernel     one loop-IR kernel per group
 //   schedule  Kernel            -> Schedule               lanes, threads, grain
@@ -26,7 +27,7 @@
 #include <vector>
 
 #include "codegen/autotune.h"
-#include "codegen/gemm_choice.h"
+#include "codegen/graph_choices.h"
 #include "codegen/schedule.h"
 #include "ir/graph.h"
 #include "runtime/error.h"
@@ -90,8 +91,10 @@ struct CompiledGraph {
   bool cache_hit = false;
   /// What the autotuner did (Mode::max_autotune); its schedules are the plan's kernels'.
   AutotuneResult autotune;
-  /// Which matmuls max_autotune gave a generated kernel instead of the library call.
+  /// Which matmuls max_autotune gave a generated kernel instead of the library call, and
+  /// which reductions it split.
   GemmChoices gemms;
+  SplitChoices splits;
   /// Why the graph runs without generated code although code generation was asked for
   /// (empty when it has its code, or was not asked).
   std::string fallback;

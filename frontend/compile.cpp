@@ -178,8 +178,10 @@ struct CompiledFunction::State {
     ++stats.compiles;
     stats.generated_kernels += exe->generated_kernels();
     if (exe->cache_hit) ++stats.disk_cache_hits;
-    stats.autotune_timings += exe->autotune.timings + exe->gemms.timings;
-    stats.autotune_database_hits += exe->autotune.database_hits + exe->gemms.database_hits;
+    stats.autotune_timings += exe->autotune.timings + exe->gemms.timings + exe->splits.timings;
+    stats.autotune_database_hits +=
+        exe->autotune.database_hits + exe->gemms.database_hits + exe->splits.database_hits;
+    stats.autotune_splits += exe->splits.split;
     stats.autotune_gemms_generated += exe->gemms.generated;
     stats.autotune_changed += exe->autotune.changed;
     if (wants("autotune") && lo.autotune)
@@ -357,8 +359,9 @@ std::vector<Tensor> CompiledFunction::call(std::span<const detail::CallArg> args
   }
   if (!s.entries.empty()) {
     // holds() and check() agree; the fallback text only guards against a disagreement.
-    std::string why = s.entries.back().guards.check(args, s.module).value_or(
-        "a guard of the flat check (the detailed check found none)");
+    std::string why = s.entries.back()
+                          .guards.check(args, s.module)
+                          .value_or("a guard of the flat check (the detailed check found none)");
     if (s.stats.recompiles >= s.options.recompile_limit) {
       KILN_CHECK(!s.options.fail_on_recompile, "kiln::compile: recompile limit (",
                  s.options.recompile_limit,

@@ -157,7 +157,7 @@ std::string stats_line(const CompileStats& s, const std::string& mode) {
     os << "\nautotune " << s.autotune_timings << " candidates timed, " << s.autotune_database_hits
        << " kernels from the database, " << s.autotune_changed
        << " kernels given another schedule than the heuristic's, " << s.autotune_gemms_generated
-       << " matmuls given a generated kernel";
+       << " matmuls given a generated kernel, " << s.autotune_splits << " reductions split";
   return os.str();
 }
 

@@ -12,7 +12,7 @@
 #include "codegen/autotune.h"
 #include "codegen/cache.h"
 #include "codegen/counting_target.h"
-#include "codegen/gemm_choice.h"
+#include "codegen/graph_choices.h"
 #include "codegen/lower.h"
 #include "codegen/lower_group.h"
 #include "ir/parser.h"
@@ -335,5 +335,87 @@ TEST_CASE("matmuls are timed as library calls and generated kernels, the choice 
     std::optional<std::string> problem = check_accuracy(out[0], want, want64);
     INFO((problem ? *problem : std::string()));
     REQUIRE(!problem);
+  }
+}
+
+namespace {
+
+// Reductions over one long row: a sum of a fused product (keepdim), an amax over dim -1, and
+// a one-dimensional sum over all; and one over many rows, never split.
+constexpr const char* kSplits = R"(graph @splits {
+  %x : f32[1,65536] = input "x"
+  %v : f32[65536] = input "v"
+  %m : f32[64,65536] = input "m"
+  %two : f32[] = const 2.0
+  %p : f32[1,65536] = mul(%x, %two)
+  %s : f32[1,1] = sum(%p) {dims = [1], keepdim = true, dtype = f32}
+  %a : f32[1] = amax(%x) {dims = [-1], keepdim = false}
+  %t : f32[] = sum(%v) {dims = [], keepdim = false, dtype = f32}
+  %r : f32[64] = sum(%m) {dims = [1], keepdim = false, dtype = f32}
+  return %s, %a, %t, %r
+})";
+
+std::unique_ptr<ir::Graph> split_graph() {
+  Expected<std::unique_ptr<ir::Graph>> g = ir::parse_graph(kSplits);
+  INFO((g ? std::string() : g.error().message()));
+  REQUIRE(g);
+  return std::move(*g);
+}
+
+} // namespace
+
+TEST_CASE("reductions over long rows are timed whole and split, and either form is exact enough",
+          "[autotune]") {
+  kiln::testing::TempDir dir("kiln_autotune_split");
+  codegen::DiskCache db(dir.dir);
+  codegen::AutotuneOptions o;
+  o.database = &db;
+  std::unique_ptr<ir::Graph> g = split_graph();
+  codegen::SplitChoices first = codegen::choose_splits(*g, host(), o);
+  // The 64-row sum has rows for every thread already (on hosts of up to 32 threads).
+  const int64_t eligible = 64 >= 2 * get_num_threads() ? 3 : 4;
+  REQUIRE(first.considered == eligible);
+  REQUIRE(first.timings == 2 * eligible);
+  {
+    Expected<void> ok = ir::verify(*g);
+    INFO((ok ? std::string() : ok.error().message()));
+    REQUIRE(ok);
+  }
+  std::unique_ptr<ir::Graph> again = split_graph();
+  codegen::SplitChoices second = codegen::choose_splits(*again, host(), o);
+  REQUIRE(second.timings == 0);
+  REQUIRE(second.database_hits == eligible);
+  REQUIRE(second.split == first.split);
+
+  manual_seed(12);
+  const Tensor x = randn({1, 65536}), v = randn({65536}), m = randn({64, 65536});
+  const Tensor x64 = x.to(DType::f64), v64 = v.to(DType::f64);
+  for (const char* choice : {"split", "whole"}) {
+    INFO(choice);
+    kiln::testing::TempDir d2("kiln_autotune_split_forced");
+    codegen::DiskCache forced(d2.dir);
+    codegen::AutotuneOptions fo;
+    fo.database = &forced;
+    std::unique_ptr<ir::Graph> h = split_graph();
+    for (const ir::Node* n : h->nodes())
+      if (int64_t chunks = codegen::split_chunks(*n); chunks > 0)
+        forced.store(codegen::split_key(host(), n->op(), n->input(0)->type(), chunks), choice);
+    codegen::SplitChoices c = codegen::choose_splits(*h, host(), fo);
+    REQUIRE(c.timings == 0);
+    REQUIRE(c.split == (std::string(choice) == "split" ? eligible : 0));
+    Expected<codegen::CompiledGraph> cg = codegen::lower(std::move(h), codegen::LowerOptions{});
+    REQUIRE(cg);
+    REQUIRE(cg->fallback.empty());
+    const std::vector<Tensor> out = cg->run(std::vector<Tensor>{x, v, m});
+    auto accurate = [](const Tensor& got, const Tensor& want, const Tensor& want64) {
+      std::optional<std::string> problem = check_accuracy(got, want, want64);
+      INFO((problem ? *problem : std::string()));
+      REQUIRE(!problem);
+    };
+    accurate(out[0], sum(x * 2, {1}, true), sum(x64 * 2, {1}, true));
+    REQUIRE(out[1].sizes() == Shape{1});
+    REQUIRE(out[1].item<float>() == amax(x, {-1}).item<float>()); // a maximum is exact
+    accurate(out[2], sum(v), sum(v64));
+    accurate(out[3], sum(m, {1}), sum(m.to(DType::f64), {1}));
   }
 }

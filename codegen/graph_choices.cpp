@@ -1,5 +1,6 @@
-// Library or generated GEMM, per shape (see gemm_choice.h).
-#include "codegen/gemm_choice.h"
+// The graph choices of max_autotune: library or generated GEMM, split reductions (see
+// graph_choices.h).
+#include "codegen/graph_choices.h"
 
 #include <algorithm>
 #include <chrono>
@@ -17,6 +18,7 @@
 #include "ir/node.h"
 #include "runtime/epilogue.h"
 #include "runtime/ops.h"
+#include "runtime/parallel.h"
 #include "runtime/static_plan.h"
 
 namespace kiln::codegen {
@@ -107,7 +109,116 @@ bool parameter_weights(const ir::Value* b) {
   return b->is_input() && b->input_kind() == ir::InputKind::parameter;
 }
 
+/// op over the last dim of x, split into `chunks`: op(op(view(x, [..., C, N/C]), [-1]), [-1]),
+/// with n's keepdim (and dtype, for a sum).
+ir::Value* split_form(ir::Builder& b, const ir::Node& n, ir::Value* x, int64_t chunks) {
+  Shape sizes = x->type().sizes();
+  const int64_t row = sizes.back();
+  sizes.back() = chunks;
+  sizes.push_back(row / chunks);
+  const int64_t rank = static_cast<int64_t>(sizes.size());
+  ir::Value* v = b.create(Op::view, {x}, Attrs{sizes});
+  const bool keepdim = n.attrs().b(1);
+  auto attrs = [&](int64_t dim, bool keep) {
+    std::vector<AttrValue> a{std::vector<int64_t>{dim}, keep};
+    if (n.op() == Op::sum) a.emplace_back(n.attrs().dtype(2));
+    return Attrs(std::move(a));
+  };
+  ir::Value* partial = b.create(n.op(), {v}, attrs(rank - 1, false));
+  return b.create(n.op(), {partial}, attrs(rank - 2, keepdim));
+}
+
+/// n alone (its op and attributes) on an input of x's type, whole or split.
+std::unique_ptr<ir::Graph> reduction_graph(const ir::Node& n, const ir::Type& x, int64_t chunks) {
+  auto g = std::make_unique<ir::Graph>("reduction");
+  ir::Value* in = g->add_input(x, ir::InputKind::user, "x");
+  ir::Builder builder(*g);
+  g->add_output(chunks > 0 ? split_form(builder, n, in, chunks)
+                           : builder.create(n.op(), {in}, n.attrs()));
+  return g;
+}
+
 } // namespace
+
+int64_t split_chunks(const ir::Node& n) {
+  if ((n.op() != Op::sum && n.op() != Op::amax && n.op() != Op::amin) || n.num_inputs() != 1)
+    return 0;
+  const ir::Type& x = n.input(0)->type();
+  const int64_t rank = static_cast<int64_t>(x.sizes().size());
+  if (x.dtype() != DType::f32 || rank == 0 || !x.device().is_cpu()) return 0;
+  const std::vector<int64_t>& dims = n.attrs().ints(0);
+  const bool last_only =
+      (dims.size() == 1 && (dims[0] == rank - 1 || dims[0] == -1)) || (dims.empty() && rank == 1);
+  if (!last_only) return 0;
+  const int64_t row = x.sizes().back();
+  const int64_t rows = row == 0 ? 0 : numel_of(x.sizes()) / row;
+  const int64_t threads = get_num_threads();
+  if (rows == 0 || rows >= 2 * threads || row < kMinSplitRow) return 0;
+  // The fewest chunks that give every thread two, as a divisor of the row.
+  for (int64_t c = (2 * threads + rows - 1) / rows; c <= 64 * threads; ++c)
+    if (row % c == 0 && row / c >= 1024) return c;
+  return 0;
+}
+
+std::string split_key(const Target& target, Op op, const ir::Type& x, int64_t chunks) {
+  return cache_key_header("split") + target.identity() + std::string(op_name(op)) + " " + x.str() +
+         " chunks " + std::to_string(chunks) + "\n";
+}
+
+SplitChoices choose_splits(ir::Graph& g, const Target& target, const AutotuneOptions& options) {
+  SplitChoices r;
+  const DiskCache& db = options.database ? *options.database : DiskCache::global();
+  const Clock::time_point start = Clock::now();
+  std::vector<std::pair<ir::Node*, int64_t>> chosen;
+  for (ir::Node* n : g.nodes()) {
+    const int64_t chunks = split_chunks(*n);
+    if (chunks == 0) continue;
+    const ir::Type& x = n->input(0)->type();
+    const std::string key = split_key(target, n->op(), x, chunks);
+    bool split = false;
+    if (std::optional<std::string> hit = db.load(key);
+        hit && (*hit == "split" || *hit == "whole")) {
+      split = *hit == "split";
+      ++r.database_hits;
+    } else if (ms_since(start) < options.budget_ms) {
+      LowerOptions lo;
+      lo.target = &target;
+      Expected<CompiledGraph> whole = lower(reduction_graph(*n, x, 0), lo);
+      Expected<CompiledGraph> parts = lower(reduction_graph(*n, x, chunks), lo);
+      if (!whole || !parts || !whole->fallback.empty() || !parts->fallback.empty()) continue;
+      const std::vector<Tensor> inputs{random_of(x)};
+      std::vector<Tensor> outputs;
+      std::unique_ptr<StaticPlan> a = StaticPlan::build(whole->plan, inputs, {}, outputs);
+      std::unique_ptr<StaticPlan> b = StaticPlan::build(parts->plan, inputs, {}, outputs);
+      if (!a || !b) continue;
+      const auto [whole_ms, split_ms] =
+          time_both([&] { (void)a->run(inputs); }, [&] { (void)b->run(inputs); });
+      r.timings += 2;
+      split = split_ms < whole_ms * (1 - 0.03);
+      db.store(key, split ? "split" : "whole");
+      if (options.log) {
+        char line[160];
+        std::snprintf(line, sizeof line, "whole %.3f us, split in %lld %.3f us: ", whole_ms * 1000,
+                      static_cast<long long>(chunks), split_ms * 1000);
+        std::cerr << "[kiln autotune] " << op_name(n->op()) << " over the rows of " << x.str()
+                  << ": " << line << (split ? "split" : "whole") << "\n";
+      }
+    } else {
+      continue;
+    }
+    ++r.considered;
+    if (split) chosen.emplace_back(n, chunks);
+  }
+  for (auto [n, chunks] : chosen) {
+    ir::Builder b(g);
+    b.set_insertion_point(n);
+    ir::Value* y = split_form(b, *n, n->input(0), chunks);
+    n->output(0)->replace_all_uses_with(y);
+    g.erase(n);
+  }
+  r.split = static_cast<int64_t>(chosen.size());
+  return r;
+}
 
 std::string gemm_key(const Target& target, const ir::Type& a, const ir::Type& b) {
   return cache_key_header("gemm") + target.identity() + "a " + a.str() + "\nb " + b.str() + "\n";

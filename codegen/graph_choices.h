@@ -1,4 +1,7 @@
-// Library or generated GEMM, per shape (Mode::max_autotune): each matmul of two 2-D f32
+// Choices max_autotune makes on the graph before fusion, each by timing both forms of one node
+// on inputs of its types and keeping the answer in the autotune database.
+//
+// Library or generated GEMM, per shape: each matmul of two 2-D f32
 // operands (up to kMaxGemmWork multiply-adds) is timed both ways on operands of its sizes and
 // strides: as the library call (oneDNN's primitive), and as the kernel kiln generates from
 // the loop IR for its reduction form, sum over k of a[m,k] * b[k,n] (a vector loop over n,
@@ -23,6 +26,14 @@ namespace kiln::codegen {
 
 class Target;
 
+// Split reductions, per shape: a reduction (sum, amax, amin) over the last dim of f32 rows
+// fewer than twice the threads, each at least kMinSplitRow long, runs on one thread per row.
+// Split into C chunks per row (C a divisor of the row, chunks of at least 1024), it becomes
+// a reduction of rows times C chunks (which run in parallel) and a small one over the chunks:
+// op(op(view(x, [..., C, N/C]), [-1]), [-1]). Each is timed both ways; where the split form is
+// faster, the node is rewritten. The order of a sum changes (by the f64 rule's bound).
+inline constexpr int64_t kMinSplitRow = int64_t{1} << 15;
+
 /// Largest M*K*N timed both ways; larger products stay library calls untimed.
 inline constexpr int64_t kMaxGemmWork = int64_t{1} << 24;
 
@@ -38,5 +49,22 @@ std::string gemm_key(const Target& target, const ir::Type& a, const ir::Type& b)
 
 /// Decides each eligible matmul of g (see above) and rewrites those the generated kernel wins.
 GemmChoices choose_gemms(ir::Graph& g, const Target& target, const AutotuneOptions& options);
+
+struct SplitChoices {
+  int64_t considered = 0; // reductions timed or found in the database
+  int64_t split = 0;      // of them, rewritten into the split form
+  int64_t timings = 0;
+  int64_t database_hits = 0;
+};
+
+/// The chunks an eligible reduction node is split into (see above); 0 when it is not one.
+int64_t split_chunks(const ir::Node& n);
+
+/// The database key of a reduction `op` over the last dim of an input of type x, split into
+/// `chunks`.
+std::string split_key(const Target& target, Op op, const ir::Type& x, int64_t chunks);
+
+/// Decides each eligible reduction of g (see above) and rewrites those the split form wins.
+SplitChoices choose_splits(ir::Graph& g, const Target& target, const AutotuneOptions& options);
 
 } // namespace kiln::codegen
