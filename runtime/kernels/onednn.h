@@ -68,8 +68,8 @@ void onednn_execute(const char* op, const CachedPrimitive& p,
 /// each memory of the caller's it used must be exactly one of `addresses` (the data pointers
 /// of the call's operands, then its result, as a rerun gives them). Null when call() made no
 /// execution or several, or a memory is none of the addresses (an operand copied first).
-std::unique_ptr<PreparedLibraryCall>
-record_library_call(std::span<const void* const> addresses, const std::function<bool()>& call);
+std::unique_ptr<PreparedLibraryCall> record_library_call(std::span<const void* const> addresses,
+                                                         const std::function<bool()>& call);
 
 /// Reordered parameter copies held for onednn_execute (for tests and `kiln bench`).
 size_t onednn_packed_weights();
