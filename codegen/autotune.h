@@ -1,5 +1,6 @@
 // The autotuner of Mode::max_autotune: for each generated kernel, schedule candidates around
-// the heuristic's (vector width and mode, unroll and so accumulators, threads, grain, blocks),
+// the heuristic's (vector width and mode, unroll and so accumulators, threads, grain, blocks,
+// tiles for transposed loads),
 // compiled together in one target compile (which the CPU target spreads over its threads),
 // then timed one after another on buffers of the kernel's captured sizes: a warm-up, then the
 // median of several samples taken in rounds over the candidates. The fastest wins only when
@@ -46,6 +47,10 @@ struct AutotuneResult {
   double ms = 0;
   std::string str() const;
 };
+
+/// Whether k loads along its last outer variable with a stride and along the one before it with
+/// unit stride (a transpose): tiled candidates are then tried.
+bool transposed_loads(const ir::kernel::Kernel& k);
 
 /// The candidates for kernel k around the heuristic's schedule h: h first, then each variant
 /// code generation accepts for k (check_schedule), without repeats.

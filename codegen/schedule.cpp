@@ -16,9 +16,10 @@ using ir::kernel::Kernel;
 
 int64_t Schedule::rows(const Kernel& k) const {
   if (k.outer.empty()) return 1;
+  const size_t n = k.outer.size();
   int64_t r = 1;
-  for (size_t d = 0; d + 1 < k.outer.size(); ++d)
-    r *= k.outer[d];
+  for (size_t d = 0; d + 1 < n; ++d)
+    r *= d + 2 == n ? (k.outer[d] + tile - 1) / tile : k.outer[d];
   int64_t last = k.outer.back();
   return r * ((last + block - 1) / block);
 }
@@ -28,6 +29,7 @@ std::string Schedule::str() const {
   std::string s = std::string("vector=") + v + " lanes=" + std::to_string(lanes) +
                   " unroll=" + std::to_string(unroll) + " block=" + std::to_string(block) +
                   " grain=" + std::to_string(grain);
+  if (tile != 1) s += " tile=" + std::to_string(tile);
   if (threads > 0) s += " threads=" + std::to_string(threads);
   return s;
 }
@@ -71,20 +73,25 @@ Expected<Schedule> parse_schedule(std::string_view text) {
     } else if (key == "unroll") {
       if (n < 1 || n > 16) return bad(item, "is not in 1..16");
       s.unroll = static_cast<int>(n);
-    } else if (key == "block" || key == "grain") {
+    } else if (key == "block" || key == "grain" || key == "tile") {
       if (n < 1) return bad(item, "is not at least 1");
-      (key == "block" ? s.block : s.grain) = n;
+      (key == "block" ? s.block : key == "grain" ? s.grain : s.tile) = n;
     } else if (key == "threads") {
       if (n > 1024) return bad(item, "is more than 1024");
       s.threads = static_cast<int>(n);
     } else {
-      return bad(item, "has an unknown key (keys: vector, lanes, unroll, block, grain, threads)");
+      return bad(item,
+                 "has an unknown key (keys: vector, lanes, unroll, block, grain, tile, threads)");
     }
   }
   return s;
 }
 
 Expected<void> check_schedule(const Schedule& s, const Kernel& k) {
+  if (s.tile != 1 && k.outer.size() < 2)
+    return Error::without_location("schedule " + s.str() + ": a tile needs two outer " +
+                                   "variables, and kernel " + k.name + " has " +
+                                   std::to_string(k.outer.size()));
   if (s.vector == Schedule::Vector::outer && k.outer.empty())
     return Error::without_location("schedule " + s.str() + ": vector=outer needs an outer " +
                                    "variable, and kernel " + k.name + " has none");

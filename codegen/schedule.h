@@ -23,6 +23,10 @@ struct Schedule {
   /// Points of the last outer dim per row: rows split that dim into blocks so that even a
   /// one-dimensional kernel has rows to run in parallel.
   int64_t block = 1;
+  /// Points of the second-to-last outer dim per row (1: one): a row then covers a tile of
+  /// `tile` x `block` outer points, the second-to-last dim outside the last, so that loads
+  /// strided along the last dim (a transpose) reuse the cache lines a tile brings in.
+  int64_t tile = 1;
   /// Rows per parallel chunk; a kernel of at most `grain` rows runs on the calling thread.
   int64_t grain = 1;
   /// Threads the rows may run on; 0: the pool's count.
@@ -35,13 +39,14 @@ struct Schedule {
 
 /// Parses Schedule::str()'s form, "vector=inner lanes=8 unroll=4 block=1 grain=16" (space-
 /// separated KEY=VALUE in any order; a field not given keeps Schedule's default): vector none,
-/// outer or inner; lanes 1, 2, 4, 8 or 16; unroll 1..16; block and grain >= 1; threads >= 0.
+/// outer or inner; lanes 1, 2, 4, 8 or 16; unroll 1..16; block, tile and grain >= 1;
+/// threads >= 0. str() names tile only when it is not 1.
 /// The error names the text and the bad field.
 Expected<Schedule> parse_schedule(std::string_view text);
 
 /// Whether code generation can run kernel k under s: outer vector code needs an outer
 /// variable, inner vector code an inner one and no argmax/argmin (their index accumulators
-/// are per outer lane). The error says why not.
+/// are per outer lane), a tile two outer variables. The error says why not.
 Expected<void> check_schedule(const Schedule& s, const ir::kernel::Kernel& k);
 
 /// Fields fixed from outside instead of by the heuristic: by tests that run every vector

@@ -1,7 +1,9 @@
 // Kernel + Schedule -> LLVM IR -> object code. The loop nest of a kernel:
 //
-//   for row in [begin, end):                  rows = outer dims but the last, x blocks
-//     o_0..o_{n-2} = digits of row / blocks; j range = the row's block of o_{n-1}
+//   for row in [begin, end):      rows = outer dims but the last two, x tiles of o_{n-2},
+//                                 x blocks of o_{n-1}
+//     o_0..o_{n-3} and the tile = digits of row / blocks; j range = the row's block of o_{n-1}
+//     for o_{n-2} in the tile (one point without a tile):
 //     for j in block, `lanes` at a time (outer vector mode), then one at a time:
 //       the items: outer-level instructions, and inner loops over the inner domain
 //       (vector code along the last inner variable in inner mode, with a scalar tail)
@@ -84,12 +86,22 @@ public:
     const int n_outer = static_cast<int>(k_.outer.size());
     const int64_t last = k_.outer.empty() ? 1 : k_.outer.back();
     const int64_t blocks = (last + s_.block - 1) / s_.block;
+    // A tile covers `tile` points of the second-to-last outer dim (1 without a tile).
+    const bool tiled = s_.tile > 1 && n_outer >= 2;
     loop(fn_->getArg(1), fn_->getArg(2), 1, [&](llvm::Value* row) {
       llvm::Value* q = b_.CreateUDiv(row, c64(blocks));
       llvm::Value* blk = b_.CreateURem(row, c64(blocks));
+      llvm::Value* t0 = nullptr; // tiled: the tile's first point of o_{n-2}
       for (int d = n_outer - 2; d >= 0; --d) {
-        vars_[static_cast<size_t>(d)] = b_.CreateURem(q, c64(k_.outer[static_cast<size_t>(d)]));
-        q = b_.CreateUDiv(q, c64(k_.outer[static_cast<size_t>(d)]));
+        const int64_t extent = k_.outer[static_cast<size_t>(d)];
+        if (tiled && d == n_outer - 2) {
+          const int64_t tiles = (extent + s_.tile - 1) / s_.tile;
+          t0 = b_.CreateMul(b_.CreateURem(q, c64(tiles)), c64(s_.tile));
+          q = b_.CreateUDiv(q, c64(tiles));
+          continue;
+        }
+        vars_[static_cast<size_t>(d)] = b_.CreateURem(q, c64(extent));
+        q = b_.CreateUDiv(q, c64(extent));
       }
       llvm::Value* j0 = b_.CreateMul(blk, c64(s_.block));
       llvm::Value* j1 = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin,
@@ -102,15 +114,29 @@ public:
           emit_items(lanes);
         };
       };
-      llvm::Value* j = j0;
-      if (L > 1) {
-        // Vector steps while a whole vector fits in the block, then the scalar tail.
-        llvm::Value* span = b_.CreateSub(j1, j0);
-        llvm::Value* vec_end = b_.CreateAdd(j0, b_.CreateMul(b_.CreateUDiv(span, c64(L)), c64(L)));
-        loop(j0, vec_end, L, body(L));
-        j = vec_end;
+      auto block_of_j = [&] {
+        llvm::Value* j = j0;
+        if (L > 1) {
+          // Vector steps while a whole vector fits in the block, then the scalar tail.
+          llvm::Value* span = b_.CreateSub(j1, j0);
+          llvm::Value* vec_end =
+              b_.CreateAdd(j0, b_.CreateMul(b_.CreateUDiv(span, c64(L)), c64(L)));
+          loop(j0, vec_end, L, body(L));
+          j = vec_end;
+        }
+        loop(j, j1, 1, body(1));
+      };
+      if (!tiled) {
+        block_of_j();
+        return;
       }
-      loop(j, j1, 1, body(1));
+      const int64_t rows_dim = k_.outer[static_cast<size_t>(n_outer - 2)];
+      llvm::Value* t1 = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin,
+                                                 b_.CreateAdd(t0, c64(s_.tile)), c64(rows_dim));
+      loop(t0, t1, 1, [&](llvm::Value* i) {
+        vars_[static_cast<size_t>(n_outer - 2)] = i;
+        block_of_j();
+      });
     });
     b_.CreateRetVoid();
   }

@@ -60,6 +60,19 @@ constexpr const char* kPrograms[] = {
   %s : DT[21] = sum(%x) {dims = [0], keepdim = false, dtype = DT}
   return %s
 })",
+    R"(graph @transpose {
+  %x : DT[45,67] = input "x"
+  %t : DT[67,45]{1,67} = permute(%x) {dims = [1, 0]}
+  %y : DT[67,45] = tanh(%t)
+  return %y
+})",
+    R"(graph @batched_transpose {
+  %x : DT[3,29,33] = input "x"
+  %t : DT[3,33,29]{957,1,33} = permute(%x) {dims = [0, 2, 1]}
+  %s : DT[3,33,1] = sum(%t) {dims = [2], keepdim = true, dtype = DT}
+  %y : DT[3,33,29] = mul(%t, %s)
+  return %y
+})",
     R"(graph @pointwise {
   %x : DT[3,5,129] = input "x"
   %y : DT[5,1] = input "y"
@@ -124,6 +137,7 @@ const codegen::Target& host() { return codegen::cpu::jit_target(); }
 } // namespace
 
 TEST_CASE("autotune candidates are valid, distinct, the heuristic's first", "[autotune]") {
+  bool tiled = false;
   for (const char* program : kPrograms)
     for (const Kernel& k : kernels_of(program, "f32")) {
       INFO(k.str());
@@ -133,10 +147,12 @@ TEST_CASE("autotune candidates are valid, distinct, the heuristic's first", "[au
       REQUIRE(c.front().str() == h.str());
       for (size_t i = 0; i < c.size(); ++i) {
         REQUIRE(codegen::check_schedule(c[i], k));
+        tiled = tiled || c[i].tile > 1;
         for (size_t j = 0; j < i; ++j)
           REQUIRE(c[i].str() != c[j].str());
       }
     }
+  REQUIRE(tiled); // the transposes get tiled candidates
 }
 
 TEST_CASE("every autotune candidate computes what the heuristic's schedule computes",

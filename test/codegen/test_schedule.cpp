@@ -73,6 +73,7 @@ TEST_CASE("schedule text: Schedule::str() parses back, and a bad field is named"
   s.unroll = 4;
   s.block = 3;
   s.grain = 16;
+  s.tile = 5;
   s.threads = 2;
   Expected<Schedule> p = codegen::parse_schedule(s.str());
   REQUIRE(p);
@@ -92,8 +93,9 @@ TEST_CASE("schedule text: Schedule::str() parses back, and a bad field is named"
   CHECK(error("lanes=8 lanes=8") == "schedule 'lanes=8 lanes=8': 'lanes=8' repeats a key");
   CHECK(error("grain=-1") == "schedule 'grain=-1': 'grain=-1' does not give a number in [0, 2^40]");
   CHECK(error("lanes") == "schedule 'lanes': 'lanes' is not KEY=VALUE");
+  CHECK(error("tile=0") == "schedule 'tile=0': 'tile=0' is not at least 1");
   CHECK(error("speed=2") == "schedule 'speed=2': 'speed=2' has an unknown key (keys: vector, "
-                            "lanes, unroll, block, grain, threads)");
+                            "lanes, unroll, block, grain, tile, threads)");
 }
 
 TEST_CASE("schedule check: vector code needs its variable, and inner vector code no argmax") {
