@@ -5,13 +5,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
+#include <functional>
 #include <iostream>
 #include <memory>
 
 #include "codegen/cache.h"
 #include "codegen/target.h"
-#include "runtime/allocator.h"
+#include "runtime/ops.h"
 #include "runtime/plan.h"
 
 namespace kiln::codegen {
@@ -26,11 +26,9 @@ double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
-/// A winner must be this much faster than the heuristic's schedule; closer is noise.
-constexpr double kNoiseGuard = 0.03;
 /// Kernels whose candidates one target compile takes: the budget is checked between batches.
 constexpr size_t kBatch = 8;
-/// Samples per candidate, and the least time one sample takes (a sample repeats the kernel).
+/// Samples per form, and the least time one sample takes (a sample repeats the form).
 constexpr int kSamples = 5;
 constexpr double kSampleMs = 0.2;
 
@@ -54,61 +52,28 @@ std::optional<Schedule> database_schedule(const DiskCache& db, const std::string
   return *s;
 }
 
-/// Zeroed buffers of k's extents (loads are affine in the loop variables, so every address the
-/// kernel forms lies inside them).
-struct Buffers {
-  std::vector<std::shared_ptr<Storage>> storage;
-  std::vector<char*> pointers;
-};
-Buffers zero_buffers(const Kernel& k) {
-  Buffers b;
-  for (const ir::kernel::Buffer& buf : k.buffers) {
-    const size_t bytes =
-        static_cast<size_t>(std::max<int64_t>(buf.extent, 1)) * itemsize(buf.dtype);
-    b.storage.push_back(std::make_shared<Storage>(bytes, Device::cpu()));
-    std::memset(b.storage.back()->data(), 0, bytes);
-    b.pointers.push_back(static_cast<char*>(b.storage.back()->data()));
-  }
-  return b;
-}
-
-/// Times each candidate's entry on k: a warm-up run each, then kSamples rounds over the
-/// candidates, each sample repeating the kernel to last about kSampleMs.
+/// Times each candidate's entry on k, on zeroed buffers of k's extents (loads are affine in
+/// the loop variables, so every address the kernel forms lies inside them).
 std::vector<double> time_candidates(const Kernel& k, std::span<const Schedule> candidates,
                                     std::span<const KernelEntry> entries) {
-  Buffers buffers = zero_buffers(k);
-  std::vector<Plan::KernelCall> calls;
+  std::vector<Tensor> buffers;
+  std::vector<char*> pointers;
+  for (const ir::kernel::Buffer& buf : k.buffers) {
+    buffers.push_back(zeros({std::max<int64_t>(buf.extent, 1)}, buf.dtype));
+    pointers.push_back(static_cast<char*>(buffers.back().raw_data()));
+  }
+  std::vector<std::function<void()>> forms;
   for (size_t c = 0; c < candidates.size(); ++c) {
     Plan::KernelCall call;
     call.entry = entries[c];
     call.rows = candidates[c].rows(k);
     call.grain = candidates[c].grain;
     call.threads = candidates[c].threads;
-    calls.push_back(call);
+    forms.emplace_back([call, &pointers] {
+      if (call.rows > 0) call.run(pointers.data());
+    });
   }
-  auto run = [&](size_t c) {
-    if (calls[c].rows > 0) calls[c].run(buffers.pointers.data());
-  };
-  Clock::time_point t0 = Clock::now();
-  for (size_t c = 0; c < calls.size(); ++c)
-    run(c);
-  const double each = ms_since(t0) / static_cast<double>(calls.size());
-  const int reps =
-      static_cast<int>(std::clamp(std::ceil(kSampleMs / std::max(each, 1e-6)), 1.0, 1000.0));
-  std::vector<std::vector<double>> samples(calls.size());
-  for (int s = 0; s < kSamples; ++s)
-    for (size_t c = 0; c < calls.size(); ++c) {
-      t0 = Clock::now();
-      for (int r = 0; r < reps; ++r)
-        run(c);
-      samples[c].push_back(ms_since(t0) / reps);
-    }
-  std::vector<double> median;
-  for (std::vector<double>& v : samples) {
-    std::sort(v.begin(), v.end());
-    median.push_back(v[v.size() / 2]);
-  }
-  return median;
+  return median_times(forms);
 }
 
 class ProgressLine {
@@ -132,6 +97,29 @@ private:
 };
 
 } // namespace
+
+std::vector<double> median_times(std::span<const std::function<void()>> forms) {
+  Clock::time_point t0 = Clock::now();
+  for (const std::function<void()>& f : forms)
+    f(); // warm-up: first touch, caches
+  const double each = ms_since(t0) / static_cast<double>(std::max<size_t>(forms.size(), 1));
+  const int reps =
+      static_cast<int>(std::clamp(std::ceil(kSampleMs / std::max(each, 1e-6)), 1.0, 1000.0));
+  std::vector<std::vector<double>> samples(forms.size());
+  for (int s = 0; s < kSamples; ++s)
+    for (size_t f = 0; f < forms.size(); ++f) {
+      t0 = Clock::now();
+      for (int r = 0; r < reps; ++r)
+        forms[f]();
+      samples[f].push_back(ms_since(t0) / reps);
+    }
+  std::vector<double> median;
+  for (std::vector<double>& v : samples) {
+    std::sort(v.begin(), v.end());
+    median.push_back(v[v.size() / 2]);
+  }
+  return median;
+}
 
 std::string AutotuneResult::str() const {
   char buf[200];

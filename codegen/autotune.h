@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -24,6 +25,14 @@ namespace kiln::codegen {
 
 class Target;
 class DiskCache;
+
+/// A candidate must be this much faster than the default choice to replace it; closer is
+/// noise, and the default stays (so ties give the heuristic's answer).
+inline constexpr double kNoiseGuard = 0.03;
+
+/// The median time in ms of each form: a warm-up run of each, then 5 samples taken in
+/// rounds over the forms, each sample repeating its form to last about 0.2 ms.
+std::vector<double> median_times(std::span<const std::function<void()>> forms);
 
 struct AutotuneOptions {
   /// Time one graph's tuning may take (compiles and timings); past it, the kernels not yet

@@ -2,9 +2,7 @@
 // graph_choices.h).
 #include "codegen/graph_choices.h"
 
-#include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <iostream>
@@ -18,6 +16,7 @@
 #include "ir/node.h"
 #include "runtime/epilogue.h"
 #include "runtime/ops.h"
+#include "runtime/ops/dispatch.h"
 #include "runtime/parallel.h"
 #include "runtime/static_plan.h"
 
@@ -66,40 +65,78 @@ Tensor random_of(const ir::Type& t) {
   int64_t extent = 1;
   for (size_t d = 0; d < t.sizes().size(); ++d)
     extent += (t.sizes()[d] - 1) * strides[d];
-  Tensor base = randn({extent});
-  auto impl = std::make_shared<TensorImpl>();
-  impl->sizes = t.sizes();
-  impl->strides = strides;
-  impl->dtype = DType::f32;
-  impl->device = Device::cpu();
-  impl->storage = base.impl().storage;
-  impl->offset = base.impl().offset;
-  return Tensor(std::move(impl));
+  return make_view(randn({extent}), t.sizes(), strides, 0);
 }
 
-/// Median times of two ways of computing one product, sampled in turns.
-std::pair<double, double> time_both(const std::function<void()>& library,
-                                    const std::function<void()>& generated) {
-  const std::function<void()>* forms[2] = {&library, &generated};
-  double each = 0;
-  for (const std::function<void()>* f : forms) {
-    (*f)(); // warm-up: first touch
-    Clock::time_point t = Clock::now();
-    (*f)();
-    each = std::max(each, ms_since(t));
-  }
-  const int reps = static_cast<int>(std::clamp(std::ceil(0.2 / std::max(each, 1e-6)), 1.0, 1000.0));
-  std::vector<double> samples[2];
-  for (int s = 0; s < 5; ++s)
-    for (int f = 0; f < 2; ++f) {
-      Clock::time_point t = Clock::now();
-      for (int r = 0; r < reps; ++r)
-        (*forms[f])();
-      samples[f].push_back(ms_since(t) / reps);
+/// g lowered for `target` and run from a static plan on `inputs`, as max_autotune runs it;
+/// empty when g gets no generated code or no static plan.
+std::function<void()> static_run(std::unique_ptr<ir::Graph> g, const Target& target,
+                                 std::vector<Tensor> inputs) {
+  LowerOptions lo;
+  lo.target = &target;
+  Expected<CompiledGraph> cg = lower(std::move(g), lo);
+  if (!cg || !cg->fallback.empty()) return {};
+  auto compiled = std::make_shared<const CompiledGraph>(std::move(*cg));
+  std::vector<Tensor> outputs;
+  std::shared_ptr<StaticPlan> plan = StaticPlan::build(compiled->plan, inputs, {}, outputs);
+  if (!plan) return {};
+  return [compiled, plan, inputs] { (void)plan->run(inputs); };
+}
+
+/// The two forms of one node max_autotune chooses between: as it is, and rewritten.
+struct Forms {
+  std::function<void()> as_is, rewritten;
+};
+
+/// Answers, per node, whether its rewritten form is the faster: from the database, else (while
+/// the budget lasts) by timing the two forms (the rewrite must win by more than kNoiseGuard)
+/// and storing the answer. One per graph: the budget counts from its construction.
+class Decider {
+public:
+  explicit Decider(const AutotuneOptions& options)
+      : options_(options), db_(options.database ? *options.database : DiskCache::global()),
+        start_(Clock::now()) {}
+
+  /// `names` are the stored answers (as is, rewritten); make() builds the forms, or nullopt.
+  /// nullopt: no answer (budget spent, or no forms), and the node stays as it is.
+  std::optional<bool> rewrite(const std::string& key, std::pair<const char*, const char*> names,
+                              const std::string& what,
+                              const std::function<std::optional<Forms>()>& make,
+                              int64_t& database_hits, int64_t& timings) {
+    if (std::optional<std::string> hit = db_.load(key);
+        hit && (*hit == names.first || *hit == names.second)) {
+      ++database_hits;
+      return *hit == names.second;
     }
-  for (std::vector<double>& v : samples)
-    std::sort(v.begin(), v.end());
-  return {samples[0][2], samples[1][2]};
+    if (ms_since(start_) >= options_.budget_ms) return std::nullopt;
+    std::optional<Forms> forms = make();
+    if (!forms || !forms->as_is || !forms->rewritten) return std::nullopt;
+    const std::function<void()> both[2] = {forms->as_is, forms->rewritten};
+    const std::vector<double> ms = median_times(both);
+    timings += 2;
+    const bool rewrite = ms[1] < ms[0] * (1 - kNoiseGuard);
+    db_.store(key, rewrite ? names.second : names.first);
+    if (options_.log) {
+      char line[160];
+      std::snprintf(line, sizeof line, "%s %.3f us, %s %.3f us: %s", names.first, ms[0] * 1000,
+                    names.second, ms[1] * 1000, rewrite ? names.second : names.first);
+      std::cerr << "[kiln autotune] " << what << ": " << line << "\n";
+    }
+    return rewrite;
+  }
+
+private:
+  const AutotuneOptions& options_;
+  const DiskCache& db_;
+  Clock::time_point start_;
+};
+
+/// Replaces node n of g by the value form() builds in its place.
+void replace(ir::Graph& g, ir::Node* n, const std::function<ir::Value*(ir::Builder&)>& form) {
+  ir::Builder b(g);
+  b.set_insertion_point(n);
+  n->output(0)->replace_all_uses_with(form(b));
+  g.erase(n);
 }
 
 /// Whether b is a view of a parameter of the graph (the library keeps such weights packed).
@@ -107,6 +144,36 @@ bool parameter_weights(const ir::Value* b) {
   while (b->producer() && b->producer()->schema().kind == OpKind::view)
     b = b->producer()->input(0);
   return b->is_input() && b->input_kind() == ir::InputKind::parameter;
+}
+
+/// matmul n run as a static plan runs it: the library call prepared once (parameter weights
+/// packed), on `inputs`.
+std::function<void()> library_run(const ir::Node& n, std::vector<Tensor> inputs) {
+  struct Call {
+    std::vector<Tensor> inputs;
+    Attrs attrs;
+    Epilogue none;
+    Tensor out;
+    std::unique_ptr<PreparedLibraryCall> prepared;
+    char* addresses[3] = {};
+  };
+  auto c = std::make_shared<Call>();
+  c->inputs = std::move(inputs);
+  c->attrs = n.attrs();
+  c->none.contraction_operands = 2;
+  c->none.sizes = n.output(0)->type().sizes();
+  c->none.weights_are_parameters = parameter_weights(n.input(1));
+  c->out = kiln::empty(c->none.sizes);
+  c->prepared = run_and_prepare(Op::matmul, c->attrs, c->inputs, c->none, c->out);
+  c->addresses[0] = static_cast<char*>(c->inputs[0].raw_data());
+  c->addresses[1] = static_cast<char*>(c->inputs[1].raw_data());
+  c->addresses[2] = static_cast<char*>(c->out.raw_data());
+  return [c] {
+    if (c->prepared)
+      c->prepared->run(c->addresses);
+    else
+      run_with_epilogue(Op::matmul, c->attrs, c->inputs, c->none, &c->out);
+  };
 }
 
 /// op over the last dim of x, split into `chunks`: op(op(view(x, [..., C, N/C]), [-1]), [-1]),
@@ -167,55 +234,28 @@ std::string split_key(const Target& target, Op op, const ir::Type& x, int64_t ch
 
 SplitChoices choose_splits(ir::Graph& g, const Target& target, const AutotuneOptions& options) {
   SplitChoices r;
-  const DiskCache& db = options.database ? *options.database : DiskCache::global();
-  const Clock::time_point start = Clock::now();
+  Decider decide(options);
   std::vector<std::pair<ir::Node*, int64_t>> chosen;
   for (ir::Node* n : g.nodes()) {
     const int64_t chunks = split_chunks(*n);
     if (chunks == 0) continue;
     const ir::Type& x = n->input(0)->type();
-    const std::string key = split_key(target, n->op(), x, chunks);
-    bool split = false;
-    if (std::optional<std::string> hit = db.load(key);
-        hit && (*hit == "split" || *hit == "whole")) {
-      split = *hit == "split";
-      ++r.database_hits;
-    } else if (ms_since(start) < options.budget_ms) {
-      LowerOptions lo;
-      lo.target = &target;
-      Expected<CompiledGraph> whole = lower(reduction_graph(*n, x, 0), lo);
-      Expected<CompiledGraph> parts = lower(reduction_graph(*n, x, chunks), lo);
-      if (!whole || !parts || !whole->fallback.empty() || !parts->fallback.empty()) continue;
-      const std::vector<Tensor> inputs{random_of(x)};
-      std::vector<Tensor> outputs;
-      std::unique_ptr<StaticPlan> a = StaticPlan::build(whole->plan, inputs, {}, outputs);
-      std::unique_ptr<StaticPlan> b = StaticPlan::build(parts->plan, inputs, {}, outputs);
-      if (!a || !b) continue;
-      const auto [whole_ms, split_ms] =
-          time_both([&] { (void)a->run(inputs); }, [&] { (void)b->run(inputs); });
-      r.timings += 2;
-      split = split_ms < whole_ms * (1 - 0.03);
-      db.store(key, split ? "split" : "whole");
-      if (options.log) {
-        char line[160];
-        std::snprintf(line, sizeof line, "whole %.3f us, split in %lld %.3f us: ", whole_ms * 1000,
-                      static_cast<long long>(chunks), split_ms * 1000);
-        std::cerr << "[kiln autotune] " << op_name(n->op()) << " over the rows of " << x.str()
-                  << ": " << line << (split ? "split" : "whole") << "\n";
-      }
-    } else {
-      continue;
-    }
+    std::optional<bool> split = decide.rewrite(
+        split_key(target, n->op(), x, chunks), {"whole", "split"},
+        std::string(op_name(n->op())) + " over the rows of " + x.str() + " in " +
+            std::to_string(chunks) + " chunks",
+        [&]() -> std::optional<Forms> {
+          const std::vector<Tensor> inputs{random_of(x)};
+          return Forms{static_run(reduction_graph(*n, x, 0), target, inputs),
+                       static_run(reduction_graph(*n, x, chunks), target, inputs)};
+        },
+        r.database_hits, r.timings);
+    if (!split) continue;
     ++r.considered;
-    if (split) chosen.emplace_back(n, chunks);
+    if (*split) chosen.emplace_back(n, chunks);
   }
-  for (auto [n, chunks] : chosen) {
-    ir::Builder b(g);
-    b.set_insertion_point(n);
-    ir::Value* y = split_form(b, *n, n->input(0), chunks);
-    n->output(0)->replace_all_uses_with(y);
-    g.erase(n);
-  }
+  for (auto [n, chunks] : chosen)
+    replace(g, n, [&](ir::Builder& b) { return split_form(b, *n, n->input(0), chunks); });
   r.split = static_cast<int64_t>(chosen.size());
   return r;
 }
@@ -226,70 +266,25 @@ std::string gemm_key(const Target& target, const ir::Type& a, const ir::Type& b)
 
 GemmChoices choose_gemms(ir::Graph& g, const Target& target, const AutotuneOptions& options) {
   GemmChoices r;
-  const DiskCache& db = options.database ? *options.database : DiskCache::global();
-  const Clock::time_point start = Clock::now();
+  Decider decide(options);
   std::vector<ir::Node*> chosen;
   for (ir::Node* n : g.nodes()) {
     if (!eligible(*n)) continue;
     const ir::Type& a = n->input(0)->type();
     const ir::Type& b = n->input(1)->type();
-    const std::string key = gemm_key(target, a, b);
-    bool generated = false;
-    if (std::optional<std::string> hit = db.load(key);
-        hit && (*hit == "generated" || *hit == "library")) {
-      generated = *hit == "generated";
-      ++r.database_hits;
-    } else if (ms_since(start) < options.budget_ms) {
-      // The library call as a static plan runs it (prepared once, parameter weights packed);
-      // the generated kernel from a static plan of the reduction form alone.
-      const std::vector<Tensor> inputs{random_of(a), random_of(b)};
-      Epilogue none;
-      none.contraction_operands = 2;
-      none.sizes = n->output(0)->type().sizes();
-      none.weights_are_parameters = parameter_weights(n->input(1));
-      Tensor out = kiln::empty(none.sizes);
-      std::unique_ptr<PreparedLibraryCall> lib =
-          run_and_prepare(Op::matmul, n->attrs(), inputs, none, out);
-      char* addresses[3] = {static_cast<char*>(inputs[0].raw_data()),
-                            static_cast<char*>(inputs[1].raw_data()),
-                            static_cast<char*>(out.raw_data())};
-      LowerOptions lo;
-      lo.target = &target;
-      Expected<CompiledGraph> gen = lower(gemm_graph(a, b), lo);
-      if (!gen || !gen->fallback.empty()) continue;
-      std::vector<Tensor> outputs;
-      std::unique_ptr<StaticPlan> plan = StaticPlan::build(gen->plan, inputs, {}, outputs);
-      const auto [lib_ms, gen_ms] = time_both(
-          [&] {
-            if (lib)
-              lib->run(addresses);
-            else
-              run_with_epilogue(Op::matmul, n->attrs(), inputs, none, &out);
-          },
-          [&] { (void)plan->run(inputs); });
-      r.timings += 2;
-      generated = gen_ms < lib_ms * (1 - 0.03);
-      db.store(key, generated ? "generated" : "library");
-      if (options.log) {
-        char line[160];
-        std::snprintf(line, sizeof line, "library %.3f us, generated %.3f us: ", lib_ms * 1000,
-                      gen_ms * 1000);
-        std::cerr << "[kiln autotune] matmul " << a.str() << " x " << b.str() << ": " << line
-                  << (generated ? "generated" : "library") << "\n";
-      }
-    } else {
-      continue;
-    }
+    std::optional<bool> generated = decide.rewrite(
+        gemm_key(target, a, b), {"library", "generated"}, "matmul " + a.str() + " x " + b.str(),
+        [&]() -> std::optional<Forms> {
+          const std::vector<Tensor> inputs{random_of(a), random_of(b)};
+          return Forms{library_run(*n, inputs), static_run(gemm_graph(a, b), target, inputs)};
+        },
+        r.database_hits, r.timings);
+    if (!generated) continue;
     ++r.considered;
-    if (generated) chosen.push_back(n);
+    if (*generated) chosen.push_back(n);
   }
-  for (ir::Node* n : chosen) {
-    ir::Builder b(g);
-    b.set_insertion_point(n);
-    ir::Value* y = reduction_form(b, n->input(0), n->input(1));
-    n->output(0)->replace_all_uses_with(y);
-    g.erase(n);
-  }
+  for (ir::Node* n : chosen)
+    replace(g, n, [&](ir::Builder& b) { return reduction_form(b, n->input(0), n->input(1)); });
   r.generated = static_cast<int64_t>(chosen.size());
   return r;
 }

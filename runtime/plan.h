@@ -110,9 +110,11 @@ public:
   const Placement& placement(size_t slot) const { return placement_.at(slot); }
   /// Performs the writes on slot values as run() does when the graph ends.
   void apply_writes(std::span<const Tensor> slots) const;
+  /// The tensor of a planned slot in `arena` (a fresh one when the slot has no bytes or there
+  /// is no arena).
+  Tensor placed(size_t slot, const std::shared_ptr<Storage>& arena) const;
 
 private:
-  Tensor placed(size_t slot, const std::shared_ptr<Storage>& arena) const;
   size_t num_slots_ = 0;
   std::vector<std::pair<size_t, Tensor>> constants_;
   std::vector<std::pair<size_t, size_t>> inputs_; // slot, caller input index

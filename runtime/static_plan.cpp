@@ -72,14 +72,7 @@ std::unique_ptr<StaticPlan> StaticPlan::build(const Plan& plan, std::span<const 
   auto result = [&](size_t s, const Shape& sizes, DType dtype) {
     const Plan::Placement& pl = plan.placement(s);
     if (pl.planned && p.arena_) {
-      auto impl = std::make_shared<TensorImpl>();
-      impl->sizes = pl.sizes;
-      impl->strides = contiguous_strides(pl.sizes);
-      impl->offset = static_cast<int64_t>(pl.offset) / itemsize(pl.dtype);
-      impl->dtype = pl.dtype;
-      impl->device = Device::cpu();
-      impl->storage = p.arena_;
-      fix(s, Tensor(std::move(impl)));
+      fix(s, plan.placed(s, p.arena_));
     } else if (options.static_outputs) {
       // Unplanned results are the outputs and what outputs view: buffers of the plan.
       fix(s, kiln::empty(sizes, dtype));
@@ -87,7 +80,6 @@ std::unique_ptr<StaticPlan> StaticPlan::build(const Plan& plan, std::span<const 
     } else {
       p.slots_[s].source = Source::fresh;
       p.slots_[s].sizes = sizes;
-      p.slots_[s].strides = contiguous_strides(sizes);
       p.slots_[s].dtype = dtype;
       t[s] = kiln::empty(sizes, dtype);
     }
@@ -240,16 +232,9 @@ void StaticPlan::bind(std::span<const Tensor> inputs) {
 void StaticPlan::fresh(size_t s) {
   Slot& slot = slots_[s];
   if (slot.source != Source::fresh) return;
-  // The tensor is made here rather than by kiln::empty: its geometry is known, so nothing is
-  // inferred (which would allocate on its own).
-  auto impl = std::make_shared<TensorImpl>();
-  impl->sizes = slot.sizes;
-  impl->strides = slot.strides;
-  impl->dtype = slot.dtype;
-  impl->device = Device::cpu();
-  impl->storage = std::make_shared<Storage>(
-      static_cast<size_t>(numel_of(slot.sizes)) * itemsize(slot.dtype), Device::cpu());
-  tensors_[s] = Tensor(std::move(impl));
+  // make_tensor rather than kiln::empty: the geometry is known, so nothing is inferred (which
+  // would allocate on its own).
+  tensors_[s] = make_tensor(slot.sizes, slot.dtype);
   address_[s] = address_of(tensors_[s]);
 }
 
@@ -285,14 +270,8 @@ Tensor StaticPlan::view_of(const Plan::Step& st) const {
   const Tensor& base = tensors_[view.base];
   // A view that autograd must see goes through dispatch (it records the view's backward).
   if (base.requires_grad()) return dispatch1(st.op, {base}, *st.attrs);
-  auto impl = std::make_shared<TensorImpl>();
-  impl->sizes = view.sizes;
-  impl->strides = view.strides;
-  impl->offset = base.impl().offset + view.delta / static_cast<ptrdiff_t>(itemsize(view.dtype));
-  impl->dtype = view.dtype;
-  impl->device = base.device();
-  impl->storage = base.impl().storage;
-  return Tensor(std::move(impl));
+  return make_view(base, view.sizes, view.strides,
+                   base.impl().offset + view.delta / static_cast<ptrdiff_t>(itemsize(view.dtype)));
 }
 
 void StaticPlan::launch() {

@@ -85,8 +85,8 @@ private:
     size_t base = 0;     // view: the viewed slot
     ptrdiff_t delta = 0; // view: bytes from the base's address
     bool needs_tensor = false;
-    Shape sizes; // fresh: the result's (contiguous); view: the view's
-    Shape strides;
+    Shape sizes;   // fresh: the result's (contiguous); view: the view's
+    Shape strides; // view
     DType dtype = DType::f32;
     Tensor fixed; // fixed: a constant, an arena buffer or a static output
   };

@@ -39,18 +39,28 @@ std::string Epilogue::str() const {
 
 bool library_epilogues_available() { return kernels::onednn_available(); }
 
+namespace {
+
+/// Whether op with ep on these operands goes to the library (oneDNN): a matmul or conv2d in
+/// f32, with nothing empty (the eager kernels know empties; oneDNN traps on a zero-sized
+/// reduction dimension).
+[[maybe_unused]] bool library_takes(Op op, std::span<const Tensor> operands, const Epilogue& ep) {
+  if (!kernels::onednn_enabled() || ep.dtype != DType::f32 ||
+      (op != Op::matmul && op != Op::conv2d) || numel_of(ep.sizes) == 0)
+    return false;
+  for (const Tensor& t : operands.first(ep.contraction_operands))
+    if (t.numel() == 0) return false;
+  return true;
+}
+
+} // namespace
+
 Tensor run_with_epilogue(Op op, const Attrs& attrs, std::span<const Tensor> operands,
                          const Epilogue& ep, const Tensor* out) {
   KILN_ASSERT(operands.size() >= ep.contraction_operands, "epilogue of ", op_name(op), ": ",
               operands.size(), " operands for a contraction of ", ep.contraction_operands);
 #ifdef KILN_HAVE_ONEDNN
-  // A contraction over nothing, or an empty result, goes op by op (the eager kernels know
-  // empties; oneDNN traps on a zero-sized reduction dimension).
-  bool empty = numel_of(ep.sizes) == 0;
-  for (const Tensor& t : operands.first(ep.contraction_operands))
-    empty = empty || t.numel() == 0;
-  if (kernels::onednn_enabled() && ep.dtype == DType::f32 && !empty &&
-      (op == Op::matmul || op == Op::conv2d)) {
+  if (library_takes(op, operands, ep)) {
     Tensor dst = out ? *out : kiln::empty(ep.sizes);
     if (op == Op::matmul ? kernels::matmul_with_post_ops(operands, ep, dst)
                          : kernels::conv2d_with_post_ops(operands, attrs, ep, dst))
@@ -87,13 +97,7 @@ std::unique_ptr<PreparedLibraryCall> run_and_prepare(Op op, const Attrs& attrs,
                                                      std::span<const Tensor> operands,
                                                      const Epilogue& ep, const Tensor& out) {
 #ifdef KILN_HAVE_ONEDNN
-  // Empty operands or results (a contraction over nothing) stay with run_with_epilogue, which
-  // knows them.
-  bool empty = !out.defined() || out.numel() == 0;
-  for (const Tensor& t : operands)
-    empty = empty || t.numel() == 0;
-  if (kernels::onednn_enabled() && ep.dtype == DType::f32 && !empty &&
-      (op == Op::matmul || op == Op::conv2d)) {
+  if (out.defined() && library_takes(op, operands, ep)) {
     std::vector<const void*> addresses;
     for (const Tensor& t : operands)
       addresses.push_back(t.numel() == 0 ? nullptr : t.raw_data());

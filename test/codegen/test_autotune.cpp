@@ -15,10 +15,10 @@
 #include "codegen/graph_choices.h"
 #include "codegen/lower.h"
 #include "codegen/lower_group.h"
+#include "frontend/frontend_testing.h"
 #include "ir/parser.h"
 #include "ir/verifier.h"
 #include "passes/fusion.h"
-#include "runtime/accuracy.h"
 #include "temp_dir.h"
 
 using namespace kiln;
@@ -83,13 +83,24 @@ constexpr const char* kPrograms[] = {
 })",
 };
 
-std::vector<Kernel> kernels_of(std::string text, const char* dtype) {
-  for (size_t p = text.find("DT"); p != std::string::npos; p = text.find("DT", p))
-    text.replace(p, 2, dtype);
+std::unique_ptr<ir::Graph> parse(const std::string& text) {
   Expected<std::unique_ptr<ir::Graph>> g = ir::parse_graph(text);
   INFO((g ? std::string() : g.error().message()));
   REQUIRE(g);
-  passes::FusionResult fusion = passes::fuse(**g);
+  return std::move(*g);
+}
+
+void require_valid(const ir::Graph& g) {
+  Expected<void> ok = ir::verify(g);
+  INFO((ok ? std::string() : ok.error().message()));
+  REQUIRE(ok);
+}
+
+std::vector<Kernel> kernels_of(std::string text, const char* dtype) {
+  for (size_t p = text.find("DT"); p != std::string::npos; p = text.find("DT", p))
+    text.replace(p, 2, dtype);
+  const std::unique_ptr<ir::Graph> g = parse(text); // the fusion points into it
+  passes::FusionResult fusion = passes::fuse(*g);
   std::vector<Kernel> out;
   for (const passes::FusionGroup& group : fusion.groups) {
     std::string name = "k"; // (a concatenation here trips GCC 12's -Wstringop-overflow)
@@ -194,9 +205,7 @@ TEST_CASE("every autotune candidate computes what the heuristic's schedule compu
                                 static_cast<size_t>(got[o].numel()) * got[o].itemsize()) == 0);
             continue;
           }
-          std::optional<std::string> problem = check_accuracy(got[o], heuristic[o], reference[o]);
-          INFO((problem ? *problem : std::string()));
-          REQUIRE(!problem);
+          KILN_REQUIRE_ACCURATE(got[o], heuristic[o], reference[o]);
         }
       }
     }
@@ -283,12 +292,7 @@ constexpr const char* kGemms = R"(graph @gemms {
   return %r, %z
 })";
 
-std::unique_ptr<ir::Graph> gemm_graph() {
-  Expected<std::unique_ptr<ir::Graph>> g = ir::parse_graph(kGemms);
-  INFO((g ? std::string() : g.error().message()));
-  REQUIRE(g);
-  return std::move(*g);
-}
+std::unique_ptr<ir::Graph> gemm_graph() { return parse(kGemms); }
 
 int64_t count(const ir::Graph& g, Op op) {
   int64_t n = 0;
@@ -309,11 +313,7 @@ TEST_CASE("matmuls are timed as library calls and generated kernels, the choice 
   codegen::GemmChoices first = codegen::choose_gemms(*g, host(), o);
   REQUIRE(first.considered == 1); // the 512^3 product is never timed
   REQUIRE(first.timings == 2);
-  {
-    Expected<void> ok = ir::verify(*g);
-    INFO((ok ? std::string() : ok.error().message()));
-    REQUIRE(ok);
-  }
+  require_valid(*g);
   REQUIRE(count(*g, Op::matmul) == 2 - first.generated);
 
   std::unique_ptr<ir::Graph> again = gemm_graph();
@@ -343,14 +343,12 @@ TEST_CASE("matmuls are timed as library calls and generated kernels, the choice 
     REQUIRE(gc.timings == 0);
     REQUIRE(gc.generated == (std::string(choice) == "generated" ? 1 : 0));
     REQUIRE(count(*h, Op::matmul) == 2 - gc.generated);
-    REQUIRE(ir::verify(*h));
+    require_valid(*h);
     Expected<codegen::CompiledGraph> cg = codegen::lower(std::move(h), codegen::LowerOptions{});
     REQUIRE(cg);
     REQUIRE(cg->fallback.empty());
     const std::vector<Tensor> out = cg->run(std::vector<Tensor>{x, w, b, c});
-    std::optional<std::string> problem = check_accuracy(out[0], want, want64);
-    INFO((problem ? *problem : std::string()));
-    REQUIRE(!problem);
+    KILN_REQUIRE_ACCURATE(out[0], want, want64);
   }
 }
 
@@ -371,12 +369,7 @@ constexpr const char* kSplits = R"(graph @splits {
   return %s, %a, %t, %r
 })";
 
-std::unique_ptr<ir::Graph> split_graph() {
-  Expected<std::unique_ptr<ir::Graph>> g = ir::parse_graph(kSplits);
-  INFO((g ? std::string() : g.error().message()));
-  REQUIRE(g);
-  return std::move(*g);
-}
+std::unique_ptr<ir::Graph> split_graph() { return parse(kSplits); }
 
 } // namespace
 
@@ -392,11 +385,7 @@ TEST_CASE("reductions over long rows are timed whole and split, and either form 
   const int64_t eligible = 64 >= 2 * get_num_threads() ? 3 : 4;
   REQUIRE(first.considered == eligible);
   REQUIRE(first.timings == 2 * eligible);
-  {
-    Expected<void> ok = ir::verify(*g);
-    INFO((ok ? std::string() : ok.error().message()));
-    REQUIRE(ok);
-  }
+  require_valid(*g);
   std::unique_ptr<ir::Graph> again = split_graph();
   codegen::SplitChoices second = codegen::choose_splits(*again, host(), o);
   REQUIRE(second.timings == 0);
@@ -423,15 +412,10 @@ TEST_CASE("reductions over long rows are timed whole and split, and either form 
     REQUIRE(cg);
     REQUIRE(cg->fallback.empty());
     const std::vector<Tensor> out = cg->run(std::vector<Tensor>{x, v, m});
-    auto accurate = [](const Tensor& got, const Tensor& want, const Tensor& want64) {
-      std::optional<std::string> problem = check_accuracy(got, want, want64);
-      INFO((problem ? *problem : std::string()));
-      REQUIRE(!problem);
-    };
-    accurate(out[0], sum(x * 2, {1}, true), sum(x64 * 2, {1}, true));
+    KILN_REQUIRE_ACCURATE(out[0], sum(x * 2, {1}, true), sum(x64 * 2, {1}, true));
     REQUIRE(out[1].sizes() == Shape{1});
     REQUIRE(out[1].item<float>() == amax(x, {-1}).item<float>()); // a maximum is exact
-    accurate(out[2], sum(v), sum(v64));
-    accurate(out[3], sum(m, {1}), sum(m.to(DType::f64), {1}));
+    KILN_REQUIRE_ACCURATE(out[2], sum(v), sum(v64));
+    KILN_REQUIRE_ACCURATE(out[3], sum(m, {1}), sum(m.to(DType::f64), {1}));
   }
 }
