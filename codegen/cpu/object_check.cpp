@@ -1,12 +1,12 @@
 // check_object: every structure JITLink reads from an ELF object, checked to lie inside the
-// buffer and to refer to things that exist, so that a corrupt cache entry is a miss, not a crash.
+// buffer and to refer to things that exist, and the object held to what kiln's kernel objects
+// contain, so that a corrupt cache entry is a miss, not a crash.
 #include "codegen/cpu/object_check.h"
 
 #include <elf.h>
 
 #include <cstdint>
 #include <cstring>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -40,43 +40,45 @@ bool in_range(uint64_t offset, uint64_t size, uint64_t total) {
   return offset <= total && size <= total - offset;
 }
 
-/// The bytes patched by an x86-64 relocation at its offset, and how many bytes before the
-/// offset JITLink may read to relax the instruction (the GOT-load forms).
-struct Patch {
-  uint64_t width;
-  uint64_t before;
-};
-
-Patch x86_64_patch(uint32_t type) {
+/// The bytes patched by a relocation at its offset. kiln's objects (the large code model)
+/// use R_X86_64_64 alone; the other plain data and branch forms are accepted, and nothing
+/// that makes JITLink build GOT, PLT or TLS entries or rewrite instructions around the
+/// offset: an unknown type is refused (width 0).
+uint64_t x86_64_patch_width(uint32_t type) {
   switch (type) {
-  case R_X86_64_NONE: return {0, 0};
-  case R_X86_64_8:
-  case R_X86_64_PC8: return {1, 0};
-  case R_X86_64_16:
-  case R_X86_64_PC16: return {2, 0};
+  case R_X86_64_NONE: return 0;
   case R_X86_64_PC32:
-  case R_X86_64_GOT32:
   case R_X86_64_PLT32:
   case R_X86_64_32:
-  case R_X86_64_32S:
-  case R_X86_64_GOTPC32:
-  case R_X86_64_SIZE32:
-  case R_X86_64_TLSGD:
-  case R_X86_64_TLSLD:
-  case R_X86_64_DTPOFF32:
-  case R_X86_64_GOTTPOFF:
-  case R_X86_64_TPOFF32: return {4, 0};
-  case R_X86_64_GOTPCREL:
-  case R_X86_64_GOTPCRELX:
-  case R_X86_64_REX_GOTPCRELX: return {4, 3};
-  default: return {8, 3}; // the widest field and the longest look-behind: safe for any type
+  case R_X86_64_32S: return 4;
+  case R_X86_64_64:
+  case R_X86_64_PC64: return 8;
+  default: return ~uint64_t{0};
   }
 }
 
-Patch host_patch(uint32_t type) {
-  if (kHostMachine == EM_X86_64) return x86_64_patch(type);
+/// Width of the field a relocation patches; ~0 for a type this host refuses.
+uint64_t host_patch_width(uint32_t type) {
+  if (kHostMachine == EM_X86_64) return x86_64_patch_width(type);
   // AArch64: instructions are 4 bytes, data relocations up to 8.
-  return {8, 0};
+  return 8;
+}
+
+/// Whether a section of this name is one a kernel object has: code, constants, data, their
+/// relocations, the tables, and the stack note. Anything else (.eh_frame, .init_array,
+/// .tdata, debug info, ...) would make the JIT register, run or resolve something on the
+/// object's word.
+bool kernel_section_name(std::string_view name) {
+  for (std::string_view exact : {".strtab", ".symtab", ".shstrtab", ".note.GNU-stack", ".comment"})
+    if (name == exact) return true;
+  if (name.starts_with(".rela."))
+    name.remove_prefix(5);
+  else if (name.starts_with(".rel."))
+    name.remove_prefix(4);
+  for (std::string_view kind :
+       {".text", ".ltext", ".rodata", ".lrodata", ".data", ".ldata", ".bss", ".lbss"})
+    if (name == kind || (name.starts_with(kind) && name[kind.size()] == '.')) return true;
+  return false;
 }
 
 /// The checker: one pass over the section table, then the tables that refer to sections.
@@ -94,9 +96,7 @@ public:
       case SHT_SYMTAB: e = symbols(i); break;
       case SHT_RELA: e = relocations(i, true); break;
       case SHT_REL: e = relocations(i, false); break;
-      case SHT_GROUP: e = group(i); break;
-      default:
-        if (section_name(i) == ".eh_frame") e = eh_frame(i);
+      default: break;
       }
       if (!e.empty()) return e;
     }
@@ -168,9 +168,13 @@ private:
           return label + ": a string table must begin and end with NUL";
       }
       if (s.sh_type == SHT_SYMTAB && ++symtabs > 1) return "more than one symbol table";
-      if (s.sh_type == SHT_SYMTAB_SHNDX || s.sh_type == SHT_DYNSYM || s.sh_type == SHT_DYNAMIC)
+      if (s.sh_type != SHT_PROGBITS && s.sh_type != SHT_NOBITS && s.sh_type != SHT_STRTAB &&
+          s.sh_type != SHT_SYMTAB && s.sh_type != SHT_RELA && s.sh_type != SHT_REL)
         return label + ": section type " + std::to_string(s.sh_type) +
                " has no place in a kernel object";
+      if ((s.sh_flags & (SHF_TLS | SHF_GROUP | SHF_COMPRESSED)) != 0)
+        return label + ": flags " + std::to_string(s.sh_flags) +
+               " (thread-local, grouped or compressed) have no place in a kernel object";
     }
     const Elf64_Shdr& names = shdrs_[eh_.e_shstrndx];
     if (names.sh_type != SHT_STRTAB) return "the section name table is not a string table";
@@ -179,6 +183,10 @@ private:
         return section_label(i) + ": name offset " + std::to_string(shdrs_[i].sh_name) +
                " out of range";
     names_checked_ = true;
+    for (uint64_t i = 1; i < shdrs_.size(); ++i)
+      if (const std::string_view name = section_name(i); !kernel_section_name(name))
+        return section_label(i) + ": a section named '" + std::string(name.substr(0, 64)) +
+               "' has no place in a kernel object";
     return "";
   }
 
@@ -213,16 +221,19 @@ private:
         return what + ": unknown binding " + std::to_string(bind);
       if ((k < s.sh_info) != (bind == STB_LOCAL))
         return what + ": locals must come before the first global index";
-      if (type > STT_TLS && type != STT_GNU_IFUNC)
-        return what + ": unknown type " + std::to_string(type);
+      // No thread-local, common or indirect (resolver-run) symbols: kernel objects have none.
+      if (type != STT_NOTYPE && type != STT_OBJECT && type != STT_FUNC && type != STT_SECTION &&
+          type != STT_FILE)
+        return what + ": type " + std::to_string(type) + " has no place in a kernel object";
       const uint16_t shndx = sym.st_shndx;
+      if (shndx == SHN_COMMON) return what + ": a common symbol has no place in a kernel object";
       if (shndx == SHN_UNDEF) {
         // An external the JIT resolves by name: a name, and nothing else.
         if (b_[strtab.sh_offset + sym.st_name] == '\0' || sym.st_value != 0)
           return what + ": an undefined symbol needs a name and value 0";
         continue;
       }
-      if (shndx == SHN_ABS || shndx == SHN_COMMON) continue;
+      if (shndx == SHN_ABS) continue;
       if (shndx >= shdrs_.size())
         return what + ": section index " + std::to_string(shndx) + " out of range";
       const Elf64_Shdr& target = shdrs_[shndx];
@@ -258,70 +269,14 @@ private:
       // building the error for any other).
       if (ELF64_R_SYM(info) == 0 && ELF64_R_TYPE(info) != 0)
         return what + ": type " + std::to_string(ELF64_R_TYPE(info)) + " against the null symbol";
-      const Patch p = host_patch(static_cast<uint32_t>(ELF64_R_TYPE(info)));
-      if (!in_range(offset, p.width, target.sh_size) || offset < p.before)
+      const uint64_t width = host_patch_width(static_cast<uint32_t>(ELF64_R_TYPE(info)));
+      if (width == ~uint64_t{0})
+        return what + ": type " + std::to_string(ELF64_R_TYPE(info)) +
+               " has no place in a kernel object";
+      if (!in_range(offset, width, target.sh_size))
         return what + ": offset " + std::to_string(offset) + " (type " +
                std::to_string(ELF64_R_TYPE(info)) + ") is outside its target section of " +
                std::to_string(target.sh_size) + " bytes";
-    }
-    return "";
-  }
-
-  std::string group(uint64_t i) const {
-    const Elf64_Shdr& s = shdrs_[i];
-    const std::string label = section_label(i) + " (group)";
-    if (s.sh_entsize != 4 || s.sh_size % 4 != 0 || s.sh_size == 0)
-      return label + ": bad entry size";
-    if (s.sh_link == 0 || shdrs_[s.sh_link].sh_type != SHT_SYMTAB)
-      return label + ": sh_link is not the symbol table";
-    if (s.sh_info >= shdrs_[s.sh_link].sh_size / sizeof(Elf64_Sym))
-      return label + ": signature symbol out of range";
-    for (uint64_t at = 4; at < s.sh_size; at += 4)
-      if (uint32_t member = read_at<uint32_t>(b_, s.sh_offset + at);
-          member == 0 || member >= shdrs_.size())
-        return label + ": member section " + std::to_string(member) + " out of range";
-    return "";
-  }
-
-  /// Walks the CIE and FDE records: each inside the section, each FDE pointing at a CIE.
-  std::string eh_frame(uint64_t i) const {
-    const Elf64_Shdr& s = shdrs_[i];
-    // Only sections with bytes in the file had their range checked (sections()): a null or
-    // zero-fill section named .eh_frame has nothing to walk.
-    if (s.sh_type == SHT_NULL) return "";
-    const std::string label = section_label(i) + " (.eh_frame)";
-    // The JIT registers an .eh_frame with the unwinder, which walks it from its address: it
-    // must be loaded (the cache fuzzer had an empty, unallocated one register address 0) and
-    // hold records in the file. kiln's own objects have none.
-    if (s.sh_type != SHT_PROGBITS && s.sh_type != SHT_X86_64_UNWIND)
-      return label + ": of type " + std::to_string(s.sh_type) + ", not program data";
-    if ((s.sh_flags & SHF_ALLOC) == 0) return label + ": not allocated";
-    if (s.sh_size < 4) return label + ": " + std::to_string(s.sh_size) + " bytes, no record";
-    std::set<uint64_t> cies;
-    uint64_t pos = 0;
-    while (pos < s.sh_size) {
-      if (s.sh_size - pos < 4) return label + ": a record length is cut off";
-      uint64_t length = read_at<uint32_t>(b_, s.sh_offset + pos);
-      uint64_t body = pos + 4;
-      if (length == 0) { // a terminator
-        pos = body;
-        continue;
-      }
-      if (length == 0xffffffffu) {
-        if (s.sh_size - body < 8) return label + ": a 64-bit record length is cut off";
-        length = read_at<uint64_t>(b_, s.sh_offset + body);
-        body += 8;
-      }
-      if (length < 4 || !in_range(body, length, s.sh_size))
-        return label + ": the record at " + std::to_string(pos) + " (" + std::to_string(length) +
-               " bytes) is outside the section";
-      const uint32_t id = read_at<uint32_t>(b_, s.sh_offset + body);
-      if (id == 0) {
-        cies.insert(pos);
-      } else if (id > body || !cies.count(body - id)) {
-        return label + ": the FDE at " + std::to_string(pos) + " points at no CIE";
-      }
-      pos = body + length;
     }
     return "";
   }

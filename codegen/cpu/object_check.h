@@ -20,7 +20,11 @@ namespace kiln::codegen::cpu {
 /// every defined symbol inside its section and every undefined one named, with value 0;
 /// relocation tables of whole entries linked to the symbol table, aimed at a section in range,
 /// with every symbol index in range (the null symbol only for no-op relocations) and every
-/// patched field inside the target section; group sections; and the record lengths of .eh_frame.
+/// patched field inside the target section. The object is also held to what kiln's kernel
+/// objects contain: sections of code, constants, data, relocations and tables only (no
+/// .eh_frame, init arrays, groups, thread-local or compressed sections), plain symbols (no
+/// common, thread-local or indirect ones) and plain data and branch relocations (no GOT, PLT
+/// or TLS forms): nothing JITLink would register, run or build on the object's word.
 /// Needs no LLVM (the cache fuzzer runs it). Fails with an error naming the first problem found.
 /// `object` may also be a bundle of such objects (split_objects): each is checked.
 Expected<void> check_object(std::string_view object);

@@ -239,7 +239,62 @@ TEST_CASE("targeted damage to a generated object is a clear error", "[object_che
          put<uint64_t>(o, shdr_at(o, rela) + offsetof(Elf64_Shdr, sh_offset), uint64_t{1} << 40);
        }},
   };
-  for (const Damage& d : damages) {
+  // What kiln's objects never contain is refused even when well-formed: unwind tables and
+  // init arrays (the JIT would register or run them), thread-local, common and indirect
+  // symbols, GOT and TLS relocations. The last cache fuzzer failure was in that territory.
+  const size_t code = static_cast<size_t>(get<Elf64_Sym>(good, kernel_sym).st_shndx);
+  const std::vector<Damage> foreign = {
+      {"an init array", "section type 14 has no place",
+       [&](std::string& o) {
+         put<uint32_t>(o, shdr_at(o, code) + offsetof(Elf64_Shdr, sh_type), SHT_INIT_ARRAY);
+       }},
+      {"an unwind section", "section type",
+       [&](std::string& o) {
+         put<uint32_t>(o, shdr_at(o, code) + offsetof(Elf64_Shdr, sh_type), SHT_X86_64_UNWIND);
+       }},
+      {"a group section", "section type 17 has no place",
+       [&](std::string& o) {
+         put<uint32_t>(o, shdr_at(o, code) + offsetof(Elf64_Shdr, sh_type), SHT_GROUP);
+       }},
+      {"thread-local code", "thread-local",
+       [&](std::string& o) {
+         const size_t at = shdr_at(o, code) + offsetof(Elf64_Shdr, sh_flags);
+         put<uint64_t>(o, at, get<uint64_t>(o, at) | SHF_TLS);
+       }},
+      {"a section named after the kernel", "a section named 'kiln_k0'",
+       [&](std::string& o) {
+         put<uint32_t>(o, shdr_at(o, code) + offsetof(Elf64_Shdr, sh_name),
+                       get<Elf64_Sym>(o, kernel_sym).st_name);
+       }},
+      {"an indirect function", "type 10 has no place",
+       [&](std::string& o) {
+         put<uint8_t>(o, kernel_sym + offsetof(Elf64_Sym, st_info),
+                      ELF64_ST_INFO(STB_GLOBAL, STT_GNU_IFUNC));
+       }},
+      {"a thread-local symbol", "type 6 has no place",
+       [&](std::string& o) {
+         put<uint8_t>(o, kernel_sym + offsetof(Elf64_Sym, st_info),
+                      ELF64_ST_INFO(STB_GLOBAL, STT_TLS));
+       }},
+      {"a common symbol", "a common symbol",
+       [&](std::string& o) {
+         put<uint16_t>(o, kernel_sym + offsetof(Elf64_Sym, st_shndx), SHN_COMMON);
+       }},
+      {"a GOT relocation", "type 9 has no place",
+       [&](std::string& o) {
+         const size_t info = rela_sh.sh_offset + offsetof(Elf64_Rela, r_info);
+         put<uint64_t>(o, info,
+                       ELF64_R_INFO(ELF64_R_SYM(get<uint64_t>(o, info)), R_X86_64_GOTPCREL));
+       }},
+      {"a TLS relocation", "type 19 has no place",
+       [&](std::string& o) {
+         const size_t info = rela_sh.sh_offset + offsetof(Elf64_Rela, r_info);
+         put<uint64_t>(o, info, ELF64_R_INFO(ELF64_R_SYM(get<uint64_t>(o, info)), R_X86_64_TLSGD));
+       }},
+  };
+  std::vector<Damage> all = damages;
+  all.insert(all.end(), foreign.begin(), foreign.end());
+  for (const Damage& d : all) {
     INFO(d.what);
     std::string bad = good;
     d.apply(bad);
