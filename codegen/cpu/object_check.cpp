@@ -27,6 +27,14 @@ constexpr uint16_t kHostMachine = EM_AARCH64;
 constexpr uint16_t kHostMachine = EM_NONE;
 #endif
 
+/// SHF_X86_64_LARGE, the x86-64 psABI's flag of large-model sections (glibc's elf.h lacks it).
+constexpr uint64_t kX86_64Large = 0x10000000;
+/// The section flags of kernel objects (`.ltext` is large code on x86-64); the others
+/// (thread-local, grouped, compressed, excluded, OS- or processor-specific) are refused.
+constexpr uint64_t kKernelSectionFlags = SHF_WRITE | SHF_ALLOC | SHF_EXECINSTR | SHF_MERGE |
+                                         SHF_STRINGS | SHF_INFO_LINK |
+                                         (kHostMachine == EM_X86_64 ? kX86_64Large : 0);
+
 /// Reads a T (an ELF struct or integer: the host is little-endian) at `offset`, which the
 /// caller has checked to be in range; memcpy, since the file's fields may be misaligned.
 template <typename T> T read_at(std::string_view bytes, uint64_t offset) {
@@ -143,7 +151,9 @@ private:
     shdrs_.resize(eh_.e_shnum);
     for (uint64_t i = 0; i < shdrs_.size(); ++i)
       shdrs_[i] = read_at<Elf64_Shdr>(b_, eh_.e_shoff + i * sizeof(Elf64_Shdr));
-    if (shdrs_[0].sh_type != SHT_NULL) return "section 0 is not the null section";
+    const Elf64_Shdr null_section{};
+    if (std::memcmp(&shdrs_[0], &null_section, sizeof null_section) != 0)
+      return "section 0 is not the null section (all zero)";
     uint64_t symtabs = 0;
     for (uint64_t i = 1; i < shdrs_.size(); ++i) {
       const Elf64_Shdr& s = shdrs_[i];
@@ -172,9 +182,14 @@ private:
           s.sh_type != SHT_SYMTAB && s.sh_type != SHT_RELA && s.sh_type != SHT_REL)
         return label + ": section type " + std::to_string(s.sh_type) +
                " has no place in a kernel object";
-      if ((s.sh_flags & (SHF_TLS | SHF_GROUP | SHF_COMPRESSED)) != 0)
+      if ((s.sh_flags & ~kKernelSectionFlags) != 0)
         return label + ": flags " + std::to_string(s.sh_flags) +
-               " (thread-local, grouped or compressed) have no place in a kernel object";
+               " (thread-local, grouped, compressed or unknown ones) have no place in a kernel "
+               "object";
+      // Zero-fill is memory the JIT allocates: the cache fuzzer had a symbol looked up in an
+      // unallocated one, and JITLink copied its contents from address 0.
+      if (s.sh_type == SHT_NOBITS && (s.sh_flags & SHF_ALLOC) == 0)
+        return label + ": zero-fill that is not allocated";
     }
     const Elf64_Shdr& names = shdrs_[eh_.e_shstrndx];
     if (names.sh_type != SHT_STRTAB) return "the section name table is not a string table";
@@ -237,7 +252,10 @@ private:
       if (shndx >= shdrs_.size())
         return what + ": section index " + std::to_string(shndx) + " out of range";
       const Elf64_Shdr& target = shdrs_[shndx];
-      if (target.sh_type == SHT_NULL) return what + ": defined in the null section";
+      if ((target.sh_flags & SHF_ALLOC) == 0 ||
+          (target.sh_type != SHT_PROGBITS && target.sh_type != SHT_NOBITS))
+        return what + ": defined in section " + std::to_string(shndx) +
+               ", which is not allocated code or data";
       if (!in_range(sym.st_value, sym.st_size, target.sh_size))
         return what + ": [" + std::to_string(sym.st_value) + ", +" + std::to_string(sym.st_size) +
                ") is outside its section of " + std::to_string(target.sh_size) + " bytes";
@@ -255,8 +273,9 @@ private:
     if (s.sh_info == 0 || s.sh_info >= shdrs_.size())
       return label + ": target section " + std::to_string(s.sh_info) + " out of range";
     const Elf64_Shdr& target = shdrs_[s.sh_info];
-    if (target.sh_type == SHT_NOBITS || target.sh_type == SHT_NULL)
-      return label + ": target section " + std::to_string(s.sh_info) + " holds no bytes";
+    if (target.sh_type != SHT_PROGBITS || (target.sh_flags & SHF_ALLOC) == 0)
+      return label + ": target section " + std::to_string(s.sh_info) +
+             " is not allocated code or data with bytes";
     const uint64_t symbols = shdrs_[s.sh_link].sh_size / sizeof(Elf64_Sym);
     for (uint64_t k = 0; k < s.sh_size / entsize; ++k) {
       const uint64_t at = s.sh_offset + k * entsize;

@@ -286,6 +286,33 @@ TEST_CASE("targeted damage to a generated object is a clear error", "[object_che
          put<uint64_t>(o, info,
                        ELF64_R_INFO(ELF64_R_SYM(get<uint64_t>(o, info)), R_X86_64_GOTPCREL));
        }},
+      // Found by cache_fuzzer: the kernel's section turned into unallocated zero-fill; JITLink
+      // copied its contents from address 0 (corpus-cache/crash-unallocated-zero-fill.kobj).
+      {"unallocated zero-fill", "zero-fill that is not allocated",
+       [&](std::string& o) {
+         put<uint32_t>(o, shdr_at(o, code) + offsetof(Elf64_Shdr, sh_type), SHT_NOBITS);
+         const size_t at = shdr_at(o, code) + offsetof(Elf64_Shdr, sh_flags);
+         put<uint64_t>(o, at, get<uint64_t>(o, at) & ~uint64_t{SHF_ALLOC});
+       }},
+      {"a symbol in the symbol table", "not allocated code or data",
+       [&](std::string& o) {
+         put<uint16_t>(o, kernel_sym + offsetof(Elf64_Sym, st_shndx),
+                       static_cast<uint16_t>(symtab));
+       }},
+      {"relocations of the symbol table", "not allocated code or data with bytes",
+       [&](std::string& o) {
+         put<uint32_t>(o, shdr_at(o, rela) + offsetof(Elf64_Shdr, sh_info),
+                       static_cast<uint32_t>(symtab));
+       }},
+      {"flags on the null section", "section 0 is not the null section",
+       [&](std::string& o) {
+         put<uint64_t>(o, shdr_at(o, 0) + offsetof(Elf64_Shdr, sh_flags), SHF_ALLOC);
+       }},
+      {"an excluded section", "unknown ones",
+       [&](std::string& o) {
+         const size_t at = shdr_at(o, code) + offsetof(Elf64_Shdr, sh_flags);
+         put<uint64_t>(o, at, get<uint64_t>(o, at) | SHF_EXCLUDE);
+       }},
       {"a TLS relocation", "type 19 has no place",
        [&](std::string& o) {
          const size_t info = rela_sh.sh_offset + offsetof(Elf64_Rela, r_info);
