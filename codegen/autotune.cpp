@@ -2,6 +2,7 @@
 #include "codegen/autotune.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -188,6 +189,31 @@ std::vector<Schedule> schedule_candidates(const Kernel& k, const Schedule& h) {
     for (int unroll : {1, 4, 8}) {
       Schedule s = h;
       s.unroll = unroll;
+      add(s);
+    }
+  // Vectors per step of an outer vector loop over a reduction (a column sum's register
+  // tile): the block grows to hold at least one step.
+  if (h.vector == Schedule::Vector::outer && h.lanes > 1 && !k.inner.empty())
+    for (int unroll : {2, 4, 8}) {
+      Schedule s = h;
+      s.unroll = unroll;
+      const int64_t step = int64_t{h.lanes} * unroll;
+      s.block =
+          std::max(h.block, (std::min(h.block * unroll, k.outer.back()) + step - 1) / step * step);
+      add(s);
+    }
+  // Register tiles of a contraction (a GEMM in reduction form): `jam` rows of o_{n-2} by
+  // lanes x unroll points of o_{n-1}, in cache tiles of `tile` x `block` points.
+  if (h.vector == Schedule::Vector::outer && h.lanes > 1 && shared_row_loads(k))
+    for (auto [jam, unroll, tile, block] : {std::array<int64_t, 4>{4, 4, 64, 256},
+                                            {6, 2, 48, 128},
+                                            {8, 2, 64, 128},
+                                            {4, 2, 32, 64}}) {
+      Schedule s = h;
+      s.jam = static_cast<int>(jam);
+      s.unroll = static_cast<int>(unroll);
+      s.tile = tile;
+      s.block = std::min(block * h.lanes / 16, (k.outer.back() + h.lanes - 1) / h.lanes * h.lanes);
       add(s);
     }
   // Threads and chunks: one thread; chunks four times larger and smaller.

@@ -2,6 +2,7 @@
 // graph_choices.h).
 #include "codegen/graph_choices.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -33,20 +34,33 @@ bool eligible(const ir::Node& n) {
   if (n.op() != Op::matmul || n.num_inputs() != 2) return false;
   const ir::Type& a = n.input(0)->type();
   const ir::Type& b = n.input(1)->type();
-  if (a.dtype() != DType::f32 || b.dtype() != DType::f32 || a.sizes().size() != 2 ||
-      b.sizes().size() != 2 || !a.device().is_cpu())
+  const Shape& as = a.sizes();
+  const Shape& bs = b.sizes();
+  if (a.dtype() != DType::f32 || b.dtype() != DType::f32 || !a.device().is_cpu() || as.size() < 2)
     return false;
-  const int64_t m = a.sizes()[0], k = a.sizes()[1], n_ = b.sizes()[1];
-  return m > 0 && k > 0 && n_ > 0 && m * k * n_ <= kMaxGemmWork;
+  // b: a matrix, or a batch of them with a's batch dims.
+  if (bs.size() != 2 &&
+      (bs.size() != as.size() || !std::equal(as.begin(), as.end() - 2, bs.begin())))
+    return false;
+  const int64_t work = numel_of(as) * bs.back();
+  return work > 0 && work <= kMaxGemmWork;
 }
 
-/// sum over k of a[m,k,1] * b[1,k,n]: the form the generated kernel computes.
+/// sum over k of a[..., m, k, 1] * b[..., 1, k, n]: the form the generated kernel computes.
+/// A b that is not unit-stride along n (a linear's transposed weight) is first copied
+/// row-major, so that the kernel's vector loop over n loads whole B vectors.
 ir::Value* reduction_form(ir::Builder& b, ir::Value* a, ir::Value* w) {
-  const int64_t m = a->type().sizes()[0], k = a->type().sizes()[1], n = w->type().sizes()[1];
-  ir::Value* a3 = b.create(Op::view, {a}, Attrs{Shape{m, k, 1}});
-  ir::Value* w3 = b.create(Op::view, {w}, Attrs{Shape{1, k, n}});
+  if (w->type().full_strides().back() != 1 && w->type().sizes().back() > 1)
+    w = b.create(Op::copy, {w});
+  Shape a_sizes = a->type().sizes();
+  a_sizes.push_back(1);
+  Shape w_sizes = w->type().sizes();
+  w_sizes.insert(w_sizes.end() - 2, 1);
+  ir::Value* a3 = b.create(Op::view, {a}, Attrs{a_sizes});
+  ir::Value* w3 = b.create(Op::view, {w}, Attrs{w_sizes});
   ir::Value* p = b.create(Op::mul, {a3, w3});
-  return b.create(Op::sum, {p}, Attrs{Shape{1}, false, DType::f32});
+  const auto k_dim = static_cast<int64_t>(a_sizes.size()) - 2;
+  return b.create(Op::sum, {p}, Attrs{Shape{k_dim}, false, DType::f32});
 }
 
 /// The reduction form of one matmul alone, on inputs of a's and b's types.

@@ -1,19 +1,22 @@
 // Choices max_autotune makes on the graph before fusion, each by timing both forms of one node
 // on inputs of its types and keeping the answer in the autotune database.
 //
-// Library or generated GEMM, per shape: each matmul of two 2-D f32
-// operands (up to kMaxGemmWork multiply-adds) is timed both ways on operands of its sizes and
-// strides: as the library call (oneDNN's primitive), and as the kernel kiln generates from
-// the loop IR for its reduction form, sum over k of a[m,k] * b[k,n] (a vector loop over n,
-// the k loop accumulating in registers). Where the generated kernel is faster (by more than
-// the autotuner's noise guard), the matmul is rewritten into that form before fusion, which
-// then fuses its prologue and epilogue into the same kernel. Choices are kept in the autotune
-// database (key: the operands' types and the target's identity), so a later compile of the
-// same shapes times nothing.
+// Library or generated GEMM, per shape: each matmul of f32 operands (a of rank >= 2; b a
+// matrix or a batch with a's batch dims; up to kMaxGemmWork multiply-adds) is timed both ways
+// on operands of its sizes and strides: as the library call (oneDNN's primitive), and as the
+// kernel kiln generates from the loop IR for its reduction form, sum over k of
+// a[..., m, k] * b[..., k, n] (b copied row-major first when it is transposed). That kernel's
+// schedule is a register tile (codegen/schedule.h: `jam` rows of A by `unroll` vectors of B
+// per step, 8 accumulators, each B vector loaded once for the jammed rows) in cache tiles of
+// the output. Where the generated kernel is faster (by more than the autotuner's noise
+// guard), the matmul is rewritten into that form before fusion, which then fuses its
+// prologue and epilogue into the same kernel. Choices are kept in the autotune database
+// (key: the operands' types and the target's identity), so a later compile of the same shapes
+// times nothing.
 //
-// The generated kernel is a plain reduction, not a register-tiled micro-kernel over packed
-// panels: it wins for thin products (batch-1 layers, small heads), where the library's
-// per-call cost dominates, and loses for large ones, which stay library calls.
+// B is read in place (row-major), not packed into panels per register tile, and k is not
+// blocked: the kernel wins for thin and small products (batch-1 layers, small heads, where
+// the library's per-call cost dominates) and loses for large ones, which stay library calls.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +37,7 @@ class Target;
 // faster, the node is rewritten. The order of a sum changes (by the f64 rule's bound).
 inline constexpr int64_t kMinSplitRow = int64_t{1} << 15;
 
-/// Largest M*K*N timed both ways; larger products stay library calls untimed.
+/// Largest batch*M*K*N timed both ways; larger products stay library calls untimed.
 inline constexpr int64_t kMaxGemmWork = int64_t{1} << 24;
 
 struct GemmChoices {

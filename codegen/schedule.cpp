@@ -30,6 +30,7 @@ std::string Schedule::str() const {
                   " unroll=" + std::to_string(unroll) + " block=" + std::to_string(block) +
                   " grain=" + std::to_string(grain);
   if (tile != 1) s += " tile=" + std::to_string(tile);
+  if (jam != 1) s += " jam=" + std::to_string(jam);
   if (threads > 0) s += " threads=" + std::to_string(threads);
   return s;
 }
@@ -70,9 +71,9 @@ Expected<Schedule> parse_schedule(std::string_view text) {
     if (key == "lanes") {
       if (n < 1 || n > 16 || (n & (n - 1)) != 0) return bad(item, "is not 1, 2, 4, 8 or 16");
       s.lanes = static_cast<int>(n);
-    } else if (key == "unroll") {
+    } else if (key == "unroll" || key == "jam") {
       if (n < 1 || n > 16) return bad(item, "is not in 1..16");
-      s.unroll = static_cast<int>(n);
+      (key == "unroll" ? s.unroll : s.jam) = static_cast<int>(n);
     } else if (key == "block" || key == "grain" || key == "tile") {
       if (n < 1) return bad(item, "is not at least 1");
       (key == "block" ? s.block : key == "grain" ? s.grain : s.tile) = n;
@@ -80,8 +81,8 @@ Expected<Schedule> parse_schedule(std::string_view text) {
       if (n > 1024) return bad(item, "is more than 1024");
       s.threads = static_cast<int>(n);
     } else {
-      return bad(item,
-                 "has an unknown key (keys: vector, lanes, unroll, block, grain, tile, threads)");
+      return bad(item, "has an unknown key (keys: vector, lanes, unroll, block, grain, tile, jam, "
+                       "threads)");
     }
   }
   return s;
@@ -92,6 +93,9 @@ Expected<void> check_schedule(const Schedule& s, const Kernel& k) {
     return Error::without_location("schedule " + s.str() + ": a tile needs two outer " +
                                    "variables, and kernel " + k.name + " has " +
                                    std::to_string(k.outer.size()));
+  if (s.jam > s.tile)
+    return Error::without_location("schedule " + s.str() + ": a jam of " + std::to_string(s.jam) +
+                                   " needs a tile at least as large");
   if (s.vector == Schedule::Vector::outer && k.outer.empty())
     return Error::without_location("schedule " + s.str() + ": vector=outer needs an outer " +
                                    "variable, and kernel " + k.name + " has none");
@@ -156,6 +160,41 @@ std::string schedule_override_env() {
   return env != nullptr ? env : "";
 }
 
+bool shared_row_loads(const Kernel& k) {
+  const int n = static_cast<int>(k.outer.size());
+  if (n < 2) return false;
+  bool shared = false, own = false;
+  for (const ir::kernel::Loop& l : k.loops)
+    for (int id : l.body) {
+      const Instr& in = k.instrs[static_cast<size_t>(id)];
+      if (in.kind != Instr::Kind::load) continue;
+      if (in.index.uses(n - 2))
+        own = true;
+      else if (in.index.uses(n - 1) && in.index.affine_in(n - 1) &&
+               in.index.coefficient(n - 1) == 1)
+        shared = true;
+    }
+  return shared && own;
+}
+
+namespace {
+
+/// Whether a load inside an inner loop is unit-stride along the last outer variable: the
+/// kernel reduces over a dim ahead of its outer points' (a column sum).
+bool leading_reduction(const Kernel& k) {
+  const int last = static_cast<int>(k.outer.size()) - 1;
+  for (const auto& l : k.loops)
+    for (int id : l.body) {
+      const Instr& in = k.instrs[static_cast<size_t>(id)];
+      if (in.kind == Instr::Kind::load && in.index.uses(last) && in.index.affine_in(last) &&
+          in.index.coefficient(last) == 1)
+        return true;
+    }
+  return false;
+}
+
+} // namespace
+
 Schedule choose_schedule(const Kernel& k, int vector_bytes, const ScheduleOverride& fixed) {
   if (fixed.lanes > 0) vector_bytes = fixed.lanes * 4;
   Schedule s;
@@ -203,8 +242,32 @@ Schedule choose_schedule(const Kernel& k, int vector_bytes, const ScheduleOverri
     int64_t b = std::max<int64_t>(4096 / std::max<int64_t>(inner, 1), s.lanes);
     b = (b + s.lanes - 1) / s.lanes * s.lanes;
     s.block = std::min(last, b);
+    // A reduction over a leading dim (a column sum) reads a vector of neighbouring outer
+    // points per inner point, a stride apart: 4 (or 2) such vectors per step make each
+    // read a run of lines, as long as the rows stay many enough to share among threads.
+    if (!k.inner.empty() && leading_reduction(k))
+      for (int unroll : {4, 2}) {
+        const int64_t step = int64_t{s.lanes} * unroll;
+        Schedule t = s;
+        t.unroll = unroll;
+        t.block = std::max(s.block, step);
+        if (last < step || t.rows(k) < std::min<int64_t>(s.rows(k), 16)) continue;
+        s = t;
+        break;
+      }
+    // A contraction (a GEMM in reduction form) gets a register tile: 4 rows of o_{n-2} by 2
+    // vectors of o_{n-1} (8 accumulators, each B vector loaded once for 4 rows), in cache
+    // tiles of 32 x 64 f32 points (a B panel of 64 columns serves 8 jammed steps).
+    if (shared_row_loads(k) && k.outer[k.outer.size() - 2] >= 4 && last >= 2 * int64_t{s.lanes}) {
+      Schedule t = s;
+      t.jam = 4;
+      t.unroll = 2;
+      t.tile = 32;
+      t.block = std::min<int64_t>(4 * s.lanes, (last + s.lanes - 1) / s.lanes * s.lanes);
+      s = t;
+    }
   }
-  int64_t work = s.block * std::max<int64_t>(inner, 1);
+  int64_t work = s.tile * s.block * std::max<int64_t>(inner, 1);
   s.grain = std::max<int64_t>(1, (kParallelGrain + work - 1) / std::max<int64_t>(work, 1));
   if (fixed.grain > 0) s.grain = fixed.grain;
   s.threads = fixed.threads;

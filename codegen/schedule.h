@@ -17,8 +17,11 @@ struct Schedule {
   enum class Vector : uint8_t { none, outer, inner };
   Vector vector = Vector::none;
   int lanes = 1;
-  /// Vectors per step of the inner vector loop (inner mode): a reduction there keeps
-  /// lanes x unroll accumulators, which hides the latency of its adds.
+  /// Vectors per step of the vector loop. Inner mode: a reduction keeps lanes x unroll
+  /// accumulators, which hides the latency of its adds. Outer mode: a step covers
+  /// lanes x unroll neighbouring outer points, so a reduction over a leading dim (a column
+  /// sum) loads `unroll` neighbouring vectors per inner point into as many accumulators: the
+  /// register tile of that loop order.
   int unroll = 1;
   /// Points of the last outer dim per row: rows split that dim into blocks so that even a
   /// one-dimensional kernel has rows to run in parallel.
@@ -27,6 +30,12 @@ struct Schedule {
   /// `tile` x `block` outer points, the second-to-last dim outside the last, so that loads
   /// strided along the last dim (a transpose) reuse the cache lines a tile brings in.
   int64_t tile = 1;
+  /// Points of the second-to-last outer dim computed together within a tile (unroll and
+  /// jam; 1: one): their items are emitted side by side and their inner loops run as one, each
+  /// with its own accumulators, so a load that does not depend on that dim is made once for
+  /// all. With outer vector code that is a jam x (lanes x unroll) register tile: a GEMM's
+  /// micro-kernel, each B vector loaded once per k for `jam` rows of A.
+  int jam = 1;
   /// Rows per parallel chunk; a kernel of at most `grain` rows runs on the calling thread.
   int64_t grain = 1;
   /// Threads the rows may run on; 0: the pool's count.
@@ -40,13 +49,14 @@ struct Schedule {
 /// Parses Schedule::str()'s form, "vector=inner lanes=8 unroll=4 block=1 grain=16" (space-
 /// separated KEY=VALUE in any order; a field not given keeps Schedule's default): vector none,
 /// outer or inner; lanes 1, 2, 4, 8 or 16; unroll 1..16; block, tile and grain >= 1;
-/// threads >= 0. str() names tile only when it is not 1.
+/// threads >= 0; jam 1..16. str() names tile and jam only when they are not 1.
 /// The error names the text and the bad field.
 Expected<Schedule> parse_schedule(std::string_view text);
 
 /// Whether code generation can run kernel k under s: outer vector code needs an outer
 /// variable, inner vector code an inner one and no argmax/argmin (their index accumulators
-/// are per outer lane), a tile two outer variables. The error says why not.
+/// are per outer lane), a tile two outer variables, a jam a tile at least as large. The error
+/// says why not.
 Expected<void> check_schedule(const Schedule& s, const ir::kernel::Kernel& k);
 
 /// Fields fixed from outside instead of by the heuristic: by tests that run every vector
@@ -72,6 +82,11 @@ struct ScheduleOverride {
 ScheduleOverride parse_schedule_override(std::string_view text);
 /// KILN_SCHEDULE's text ("" when unset).
 std::string schedule_override_env();
+
+/// Whether an inner loop of k loads both along o_{n-2} and, without it, unit-stride along
+/// o_{n-1}: a contraction (a GEMM in reduction form: A's rows and B's row), which a jam of
+/// o_{n-2} turns into a register tile.
+bool shared_row_loads(const ir::kernel::Kernel& k);
 
 /// The heuristic: vector width from the widest value type and the target's registers, inner
 /// vectorisation for reductions over a unit-stride last dim, blocks of 4096 points, chunks

@@ -124,6 +124,12 @@ std::string inline_refusal(const Candidate& x) {
   Groups::readers(x.src, rs, escapes);
   if (x.groups.costly(x.g1) && rs.size() > 1)
     return "would recompute an expensive producer for each of its readers";
+  // A lone copy its consumer reads many times over (through a broadcast: a generated GEMM's
+  // B, copied row-major) is that operand's layout: inlined, every read would go back to the
+  // strided source.
+  if (x.p->op() == Op::copy && x.groups.members(x.g1).size() == 1 &&
+      numel_of(x.d2.shape) > numel_of(x.src->type().sizes()))
+    return "a copy read many times over is its operand's layout";
   return {};
 }
 

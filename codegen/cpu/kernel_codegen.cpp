@@ -4,7 +4,7 @@
 //                                 x blocks of o_{n-1}
 //     o_0..o_{n-3} and the tile = digits of row / blocks; j range = the row's block of o_{n-1}
 //     for o_{n-2} in the tile (one point without a tile):
-//     for j in block, `lanes` at a time (outer vector mode), then one at a time:
+//     for j in block, `lanes` x `unroll` at a time, then `lanes` (outer vector mode), then one:
 //       the items: outer-level instructions, and inner loops over the inner domain
 //       (vector code along the last inner variable in inner mode, with a scalar tail)
 //
@@ -60,6 +60,9 @@ int polynomial_ops(const Kernel& k) {
   return n;
 }
 
+/// The LLVM value of each instruction emitted so far (by instruction id).
+using Values = std::unordered_map<int, llvm::Value*>;
+
 class KernelEmitter {
 public:
   KernelEmitter(llvm::Module& m, const Kernel& k, const Schedule& s, const HostTarget& target,
@@ -106,7 +109,12 @@ public:
       llvm::Value* j0 = b_.CreateMul(blk, c64(s_.block));
       llvm::Value* j1 = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin,
                                                  b_.CreateAdd(j0, c64(s_.block)), c64(last));
-      const int L = s_.vector == Schedule::Vector::outer ? s_.lanes : 1;
+      // Outer vector code steps `unroll` vectors of `lanes` outer points at once (a reduction
+      // then keeps that many accumulators per inner point and loads `unroll` neighbouring
+      // vectors), then single vectors, then the scalar tail.
+      const bool outer_vec = s_.vector == Schedule::Vector::outer;
+      const int L = outer_vec ? s_.lanes : 1;
+      const int U = outer_vec && s_.lanes > 1 ? s_.unroll : 1;
       auto body = [&](int lanes) {
         return [&, lanes](llvm::Value* j) {
           if (n_outer > 0) vars_[static_cast<size_t>(n_outer - 1)] = j;
@@ -116,14 +124,16 @@ public:
       };
       auto block_of_j = [&] {
         llvm::Value* j = j0;
-        if (L > 1) {
-          // Vector steps while a whole vector fits in the block, then the scalar tail.
-          llvm::Value* span = b_.CreateSub(j1, j0);
-          llvm::Value* vec_end =
-              b_.CreateAdd(j0, b_.CreateMul(b_.CreateUDiv(span, c64(L)), c64(L)));
-          loop(j0, vec_end, L, body(L));
-          j = vec_end;
-        }
+        // Steps of `step` points while a whole one fits in the block.
+        auto steps = [&](int step) {
+          llvm::Value* span = b_.CreateSub(j1, j);
+          llvm::Value* end =
+              b_.CreateAdd(j, b_.CreateMul(b_.CreateUDiv(span, c64(step)), c64(step)));
+          loop(j, end, step, body(step));
+          j = end;
+        };
+        if (U > 1) steps(L * U);
+        if (L > 1) steps(L);
         loop(j, j1, 1, body(1));
       };
       if (!tiled) {
@@ -133,8 +143,24 @@ public:
       const int64_t rows_dim = k_.outer[static_cast<size_t>(n_outer - 2)];
       llvm::Value* t1 = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin,
                                                  b_.CreateAdd(t0, c64(s_.tile)), c64(rows_dim));
-      loop(t0, t1, 1, [&](llvm::Value* i) {
-        vars_[static_cast<size_t>(n_outer - 2)] = i;
+      // Jammed steps of `jam` points of o_{n-2} while a whole step fits in the tile, then
+      // one point at a time.
+      llvm::Value* i = t0;
+      if (s_.jam > 1) {
+        llvm::Value* span = b_.CreateSub(t1, t0);
+        llvm::Value* end =
+            b_.CreateAdd(t0, b_.CreateMul(b_.CreateUDiv(span, c64(s_.jam)), c64(s_.jam)));
+        loop(t0, end, s_.jam, [&](llvm::Value* i0) {
+          vars_[static_cast<size_t>(n_outer - 2)] = i0;
+          jam_base_ = i0;
+          jam_ = s_.jam;
+          block_of_j();
+          jam_ = 1;
+        });
+        i = end;
+      }
+      loop(i, t1, 1, [&](llvm::Value* i1) {
+        vars_[static_cast<size_t>(n_outer - 2)] = i1;
         block_of_j();
       });
     });
@@ -150,7 +176,7 @@ private:
     int64_t points = 1;
     for (int64_t e : k_.inner)
       points *= e;
-    const int64_t lanes = s_.vector == Schedule::Vector::outer ? s_.lanes : 1;
+    const int64_t lanes = s_.vector == Schedule::Vector::outer ? s_.lanes * s_.unroll : 1;
     int64_t total = 0;
     for (DType t : reuse_.slots)
       total += points * lanes * register_bytes(t);
@@ -622,15 +648,27 @@ private:
     int lanes = 1;
   };
 
+  /// The items for `jam_` points of o_{n-2} at once (one without a jam): each copy has its
+  /// own values and accumulators, and the copies' inner loops run as one.
   void emit_items(int lanes) {
-    vals_.clear();
+    std::vector<Values> copies(static_cast<size_t>(jam_));
     for (const auto& it : k_.items) {
-      if (it.instr >= 0) {
-        emit_instr(it.instr, lanes);
+      if (it.instr < 0) {
+        emit_loop(k_.loops[static_cast<size_t>(it.loop)], lanes, copies);
         continue;
       }
-      emit_loop(k_.loops[static_cast<size_t>(it.loop)], lanes);
+      for (int c = 0; c < jam_; ++c) {
+        enter_copy(c);
+        vals_.swap(copies[static_cast<size_t>(c)]);
+        emit_instr(it.instr, lanes);
+        vals_.swap(copies[static_cast<size_t>(c)]);
+      }
     }
+    vals_.clear();
+  }
+  /// Sets o_{n-2} to copy c's point of a jammed step.
+  void enter_copy(int c) {
+    if (jam_ > 1) vars_[k_.outer.size() - 2] = c == 0 ? jam_base_ : b_.CreateAdd(jam_base_, c64(c));
   }
 
   void emit_instr(int id, int lanes, std::unordered_map<int, Acc>* accs = nullptr) {
@@ -659,6 +697,17 @@ private:
         b_.CreateStore(b_.CreateSelect(upd, idx, old), a.index);
       } else {
         llvm::Value* acc = b_.CreateLoad(type(in.dtype, lanes), slot_v);
+        const Instr& product = k_.instrs[static_cast<size_t>(in.args[0])];
+        if (in.op == Op::sum && product.kind == Instr::Kind::op && product.op == Op::mul &&
+            (in.dtype == DType::f32 || in.dtype == DType::f64) && product.dtype == in.dtype) {
+          // A sum of products (a contraction, a variance) accumulates with fused multiply-adds
+          // where the target has them: one rounding per step instead of two, and twice the
+          // arithmetic rate of a multiply then an add.
+          x = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {acc->getType()},
+                                 {arg(product, 0, lanes), arg(product, 1, lanes), acc});
+          b_.CreateStore(x, slot_v);
+          break;
+        }
         b_.CreateStore(fold(in.op, acc, x, in.dtype), slot_v);
       }
       break;
@@ -667,7 +716,7 @@ private:
   }
   DType arg_dtype(const Instr& in) { return k_.instrs[static_cast<size_t>(in.args[0])].dtype; }
 
-  void emit_loop(const Loop& l, int outer_lanes) {
+  void emit_loop(const Loop& l, int outer_lanes, std::vector<Values>& copies) {
     const int n_outer = static_cast<int>(k_.outer.size());
     const int m = static_cast<int>(k_.inner.size());
     const bool inner_vec = s_.vector == Schedule::Vector::inner && outer_lanes == 1;
@@ -675,32 +724,33 @@ private:
     // `unroll` registers, so a reduction keeps that many independent accumulators, folded
     // lane by lane in a fixed order after the loop.
     const int L = inner_vec ? s_.lanes * s_.unroll : outer_lanes;
-    // Accumulators.
-    std::unordered_map<int, Acc> accs;
-    for (int id : l.body) {
-      const Instr& in = k_.instrs[static_cast<size_t>(id)];
-      if (in.kind != Instr::Kind::reduce) continue;
-      Acc a;
-      a.lanes = L;
-      const bool arg = op_traits(in.op).arg;
-      DType vt = arg ? arg_dtype(in) : in.dtype;
-      a.value = slot(type(vt, L));
-      b_.CreateStore(identity(in.op, vt, L), a.value);
-      if (inner_vec) {
-        a.tail_value = slot(type(vt, 1));
-        b_.CreateStore(identity(in.op, vt, 1), a.tail_value);
+    // Accumulators, per copy.
+    const size_t J = copies.size();
+    std::vector<std::unordered_map<int, Acc>> copy_accs(J);
+    for (size_t c = 0; c < J; ++c)
+      for (int id : l.body) {
+        const Instr& in = k_.instrs[static_cast<size_t>(id)];
+        if (in.kind != Instr::Kind::reduce) continue;
+        Acc a;
+        a.lanes = L;
+        const bool arg = op_traits(in.op).arg;
+        DType vt = arg ? arg_dtype(in) : in.dtype;
+        a.value = slot(type(vt, L));
+        b_.CreateStore(identity(in.op, vt, L), a.value);
+        if (inner_vec) {
+          a.tail_value = slot(type(vt, 1));
+          b_.CreateStore(identity(in.op, vt, 1), a.tail_value);
+        }
+        if (arg) {
+          a.index = slot(type(DType::i64, L));
+          b_.CreateStore(splat(c64(0), L), a.index);
+        }
+        copy_accs[c][id] = a;
       }
-      if (arg) {
-        a.index = slot(type(DType::i64, L));
-        b_.CreateStore(splat(c64(0), L), a.index);
-      }
-      accs[id] = a;
-    }
     int64_t rest = 1;
     for (int d = 0; d + 1 < m; ++d)
       rest *= k_.inner[static_cast<size_t>(d)];
     const int64_t last = m > 0 ? k_.inner.back() : 1;
-    auto saved_vals = vals_;
     loop(c64(0), c64(rest), 1, [&](llvm::Value* t) {
       llvm::Value* q = t;
       for (int d = m - 2; d >= 0; --d) {
@@ -713,23 +763,27 @@ private:
           if (m > 0) vars_[static_cast<size_t>(n_outer + m - 1)] = r; // m = 0: one point
           int saved_vv = vector_var_;
           if (inner_vec) vector_var_ = vv;
-          vals_ = saved_vals;
-          if (!reuse_.enabled) {
-            for (int id : l.body)
-              emit_instr(id, lanes, &accs);
-          } else {
-            llvm::Value* flat = m > 0 ? b_.CreateAdd(b_.CreateMul(t, c64(last)), r) : c64(0);
-            for (int id : l.body) {
-              const auto i = static_cast<size_t>(id);
-              const DType dt = k_.instrs[i].dtype;
-              if (int s = reuse_.load_slot[i]; s >= 0) {
-                vals_[id] = stash_load(s, dt, lanes, flat);
-                continue;
+          for (size_t c = 0; c < J; ++c) {
+            enter_copy(static_cast<int>(c));
+            vals_ = copies[c];
+            std::unordered_map<int, Acc>& accs = copy_accs[c];
+            if (!reuse_.enabled) {
+              for (int id : l.body)
+                emit_instr(id, lanes, &accs);
+            } else {
+              llvm::Value* flat = m > 0 ? b_.CreateAdd(b_.CreateMul(t, c64(last)), r) : c64(0);
+              for (int id : l.body) {
+                const auto i = static_cast<size_t>(id);
+                const DType dt = k_.instrs[i].dtype;
+                if (int s = reuse_.load_slot[i]; s >= 0) {
+                  vals_[id] = stash_load(s, dt, lanes, flat);
+                  continue;
+                }
+                if (!reuse_.compute[i]) continue;
+                emit_instr(id, lanes, &accs);
+                if (int s = reuse_.store_slot[i]; s >= 0)
+                  stash_store(s, dt, lanes, flat, vals_.at(id));
               }
-              if (!reuse_.compute[i]) continue;
-              emit_instr(id, lanes, &accs);
-              if (int s = reuse_.store_slot[i]; s >= 0)
-                stash_store(s, dt, lanes, flat, vals_.at(id));
             }
           }
           vector_var_ = saved_vv;
@@ -743,27 +797,28 @@ private:
         loop(c64(0), c64(last), 1, body(outer_lanes, vector_var_));
       }
     });
-    vals_ = saved_vals;
     // Results: combine lanes (inner mode) in a fixed order, round f16/bf16 once.
-    for (auto& [id, a] : accs) {
-      const Instr& in = k_.instrs[static_cast<size_t>(id)];
-      const bool arg = op_traits(in.op).arg;
-      DType vt = arg ? arg_dtype(in) : in.dtype;
-      llvm::Value* v;
-      if (arg) {
-        v = b_.CreateLoad(type(DType::i64, L), a.index);
-      } else {
-        v = b_.CreateLoad(type(vt, a.lanes), a.value);
-        if (inner_vec) {
-          llvm::Value* acc = b_.CreateExtractElement(v, uint64_t{0});
-          for (int lane = 1; lane < a.lanes; ++lane)
-            acc = fold(in.op, acc, b_.CreateExtractElement(v, static_cast<uint64_t>(lane)), vt);
-          v = fold(in.op, acc, b_.CreateLoad(type(vt, 1), a.tail_value), vt);
+    for (size_t c = 0; c < J; ++c)
+      for (auto& [id, a] : copy_accs[c]) {
+        const Instr& in = k_.instrs[static_cast<size_t>(id)];
+        const bool arg = op_traits(in.op).arg;
+        DType vt = arg ? arg_dtype(in) : in.dtype;
+        llvm::Value* v;
+        if (arg) {
+          v = b_.CreateLoad(type(DType::i64, L), a.index);
+        } else {
+          v = b_.CreateLoad(type(vt, a.lanes), a.value);
+          if (inner_vec) {
+            llvm::Value* acc = b_.CreateExtractElement(v, uint64_t{0});
+            for (int lane = 1; lane < a.lanes; ++lane)
+              acc = fold(in.op, acc, b_.CreateExtractElement(v, static_cast<uint64_t>(lane)), vt);
+            v = fold(in.op, acc, b_.CreateLoad(type(vt, 1), a.tail_value), vt);
+          }
+          v = round(v, in.dtype, inner_vec ? 1 : L);
         }
-        v = round(v, in.dtype, inner_vec ? 1 : L);
+        copies[c][id] = v;
       }
-      vals_[id] = v;
-    }
+    vals_.clear();
   }
 
   llvm::Module& m_;
@@ -780,7 +835,10 @@ private:
   std::vector<llvm::Value*> base_;
   std::vector<llvm::Value*> vars_;
   int vector_var_ = -1;
-  std::unordered_map<int, llvm::Value*> vals_;
+  /// Points of o_{n-2} emitted together (Schedule::jam) in the current step, from jam_base_.
+  int jam_ = 1;
+  llvm::Value* jam_base_ = nullptr;
+  Values vals_;
 };
 
 /// A kernel's text without its names (the kernel's and its buffers'), and its schedule: two
@@ -813,7 +871,8 @@ std::unique_ptr<llvm::Module> build(llvm::LLVMContext& ctx, std::span<const Kern
     }
     const bool out_of_line =
         options.inline_math_limit >= 0 && polynomial_ops(kernels[i]) > options.inline_math_limit;
-    ReusePlan reuse = options.reuse ? plan_reuse(kernels[i]) : ReusePlan{};
+    // A jam's copies would share the stashes: no reuse plan under one.
+    ReusePlan reuse = options.reuse && schedules[i].jam == 1 ? plan_reuse(kernels[i]) : ReusePlan{};
     KernelEmitter(*m, kernels[i], schedules[i], target, out_of_line, std::move(reuse)).run();
     if (options.dedupe) emitted.emplace(std::move(key), m->getFunction(kernels[i].name));
   }

@@ -27,9 +27,9 @@ using ir::kernel::Kernel;
 
 namespace {
 
-// Row reductions (softmax, a variance), an argmax, a reduction over the leading dim and a
-// broadcast pointwise chain: each kind of kernel the candidates vary differently. `DT` is
-// replaced by the dtype.
+// Row reductions (softmax, a variance), an argmax, a reduction over the leading dim,
+// transposes, a GEMM in reduction form with an epilogue and a broadcast pointwise chain: each kind
+// of kernel the candidates vary differently. `DT` is replaced by the dtype.
 constexpr const char* kPrograms[] = {
     R"(graph @softmax {
   %x : DT[37,67] = input "x"
@@ -56,8 +56,8 @@ constexpr const char* kPrograms[] = {
   return %i
 })",
     R"(graph @columns {
-  %x : DT[129,21] = input "x"
-  %s : DT[21] = sum(%x) {dims = [0], keepdim = false, dtype = DT}
+  %x : DT[129,83] = input "x"
+  %s : DT[83] = sum(%x) {dims = [0], keepdim = false, dtype = DT}
   return %s
 })",
     R"(graph @transpose {
@@ -72,6 +72,18 @@ constexpr const char* kPrograms[] = {
   %s : DT[3,33,1] = sum(%t) {dims = [2], keepdim = true, dtype = DT}
   %y : DT[3,33,29] = mul(%t, %s)
   return %y
+})",
+    R"(graph @gemm_bias_relu {
+  %a : DT[37,29] = input "a"
+  %b : DT[29,83] = input "b"
+  %c : DT[83] = input "c"
+  %a3 : DT[37,29,1] = view(%a) {sizes = [37, 29, 1]}
+  %b3 : DT[1,29,83] = view(%b) {sizes = [1, 29, 83]}
+  %p : DT[37,29,83] = mul(%a3, %b3)
+  %s : DT[37,83] = sum(%p) {dims = [1], keepdim = false, dtype = DT}
+  %y : DT[37,83] = add(%s, %c)
+  %r : DT[37,83] = relu(%y)
+  return %r
 })",
     R"(graph @pointwise {
   %x : DT[3,5,129] = input "x"
@@ -148,7 +160,7 @@ const codegen::Target& host() { return codegen::cpu::jit_target(); }
 } // namespace
 
 TEST_CASE("autotune candidates are valid, distinct, the heuristic's first", "[autotune]") {
-  bool tiled = false;
+  bool tiled = false, jammed = false, outer_unrolled = false;
   for (const char* program : kPrograms)
     for (const Kernel& k : kernels_of(program, "f32")) {
       INFO(k.str());
@@ -159,11 +171,16 @@ TEST_CASE("autotune candidates are valid, distinct, the heuristic's first", "[au
       for (size_t i = 0; i < c.size(); ++i) {
         REQUIRE(codegen::check_schedule(c[i], k));
         tiled = tiled || c[i].tile > 1;
+        jammed = jammed || c[i].jam > 1;
+        outer_unrolled =
+            outer_unrolled || (c[i].vector == Schedule::Vector::outer && c[i].unroll > 1);
         for (size_t j = 0; j < i; ++j)
           REQUIRE(c[i].str() != c[j].str());
       }
     }
-  REQUIRE(tiled); // the transposes get tiled candidates
+  REQUIRE(tiled);          // the transposes get tiled candidates
+  REQUIRE(jammed);         // the GEMM register tiles
+  REQUIRE(outer_unrolled); // the column sum several vectors per step
 }
 
 TEST_CASE("every autotune candidate computes what the heuristic's schedule computes",
@@ -278,18 +295,25 @@ TEST_CASE("a spent autotune budget leaves the heuristic's schedules", "[autotune
 
 namespace {
 
-// A thin product (a batch-1 layer, its weights a transposed parameter) and one too large to
-// be timed both ways.
+// A thin product (a batch-1 layer, its weights a transposed parameter), a batched layer
+// (3-D input, the same kind of weights), a batch of products of a permuted operand (attention
+// scores) and one too large to be timed both ways.
 constexpr const char* kGemms = R"(graph @gemms {
   %x : f32[1,96] = input "x"
   %w : f32[40,96] = param "w"
   %b : f32[512,512] = input "b"
   %c : f32[512,512] = input "c"
+  %h : f32[3,7,96] = input "h"
+  %q : f32[2,9,3,8] = input "q"
+  %k : f32[2,3,8,11] = input "k"
   %t : f32[96,40]{1,96} = permute(%w) {dims = [1, 0]}
   %y : f32[1,40] = matmul(%x, %t)
   %r : f32[1,40] = relu(%y)
   %z : f32[512,512] = matmul(%b, %c)
-  return %r, %z
+  %l : f32[3,7,40] = matmul(%h, %t)
+  %qp : f32[2,3,9,8]{216,8,24,1} = permute(%q) {dims = [0, 2, 1, 3]}
+  %s : f32[2,3,9,11] = matmul(%qp, %k)
+  return %r, %z, %l, %s
 })";
 
 std::unique_ptr<ir::Graph> gemm_graph() { return parse(kGemms); }
@@ -311,23 +335,30 @@ TEST_CASE("matmuls are timed as library calls and generated kernels, the choice 
   o.database = &db;
   std::unique_ptr<ir::Graph> g = gemm_graph();
   codegen::GemmChoices first = codegen::choose_gemms(*g, host(), o);
-  REQUIRE(first.considered == 1); // the 512^3 product is never timed
-  REQUIRE(first.timings == 2);
+  REQUIRE(first.considered == 3); // the 512^3 product is never timed
+  REQUIRE(first.timings == 6);
   require_valid(*g);
-  REQUIRE(count(*g, Op::matmul) == 2 - first.generated);
+  REQUIRE(count(*g, Op::matmul) == 4 - first.generated);
 
   std::unique_ptr<ir::Graph> again = gemm_graph();
   codegen::GemmChoices second = codegen::choose_gemms(*again, host(), o);
   REQUIRE(second.timings == 0);
-  REQUIRE(second.database_hits == 1);
+  REQUIRE(second.database_hits == 3);
   REQUIRE(second.generated == first.generated);
 
-  // Either choice gives a valid graph that computes the product (by the f64 rule).
+  // Either choice gives a valid graph that computes the products (by the f64 rule).
   manual_seed(11);
   const Tensor x = randn({1, 96}), w = randn({40, 96}), b = randn({512, 512}),
-               c = randn({512, 512});
-  const Tensor want = relu(matmul(x, w.t()));
-  const Tensor want64 = relu(matmul(x.to(DType::f64), w.to(DType::f64).t()));
+               c = randn({512, 512}), h3 = randn({3, 7, 96}), q = randn({2, 9, 3, 8}),
+               k = randn({2, 3, 8, 11});
+  auto products = [](const Tensor& x, const Tensor& w, const Tensor& h3, const Tensor& q,
+                     const Tensor& k) {
+    return std::vector<Tensor>{relu(matmul(x, w.t())), matmul(h3, w.t()),
+                               matmul(q.permute({0, 2, 1, 3}), k)};
+  };
+  const std::vector<Tensor> want = products(x, w, h3, q, k);
+  const std::vector<Tensor> want64 = products(x.to(DType::f64), w.to(DType::f64), h3.to(DType::f64),
+                                              q.to(DType::f64), k.to(DType::f64));
   for (const char* choice : {"generated", "library"}) {
     INFO(choice);
     kiln::testing::TempDir d2("kiln_autotune_gemm_choice");
@@ -335,20 +366,22 @@ TEST_CASE("matmuls are timed as library calls and generated kernels, the choice 
     codegen::AutotuneOptions fo;
     fo.database = &forced;
     std::unique_ptr<ir::Graph> h = gemm_graph();
-    const ir::Node* mm = nullptr;
     for (const ir::Node* node : h->nodes())
-      if (node->op() == Op::matmul && !mm) mm = node;
-    forced.store(codegen::gemm_key(host(), mm->input(0)->type(), mm->input(1)->type()), choice);
+      if (node->op() == Op::matmul)
+        forced.store(codegen::gemm_key(host(), node->input(0)->type(), node->input(1)->type()),
+                     choice);
     codegen::GemmChoices gc = codegen::choose_gemms(*h, host(), fo);
     REQUIRE(gc.timings == 0);
-    REQUIRE(gc.generated == (std::string(choice) == "generated" ? 1 : 0));
-    REQUIRE(count(*h, Op::matmul) == 2 - gc.generated);
+    REQUIRE(gc.generated == (std::string(choice) == "generated" ? 3 : 0));
+    REQUIRE(count(*h, Op::matmul) == 4 - gc.generated);
     require_valid(*h);
     Expected<codegen::CompiledGraph> cg = codegen::lower(std::move(h), codegen::LowerOptions{});
     REQUIRE(cg);
     REQUIRE(cg->fallback.empty());
-    const std::vector<Tensor> out = cg->run(std::vector<Tensor>{x, w, b, c});
-    KILN_REQUIRE_ACCURATE(out[0], want, want64);
+    const std::vector<Tensor> out = cg->run(std::vector<Tensor>{x, w, b, c, h3, q, k});
+    KILN_REQUIRE_ACCURATE(out[0], want[0], want64[0]);
+    KILN_REQUIRE_ACCURATE(out[2], want[1], want64[1]);
+    KILN_REQUIRE_ACCURATE(out[3], want[2], want64[2]);
   }
 }
 

@@ -74,6 +74,7 @@ TEST_CASE("schedule text: Schedule::str() parses back, and a bad field is named"
   s.block = 3;
   s.grain = 16;
   s.tile = 5;
+  s.jam = 3;
   s.threads = 2;
   Expected<Schedule> p = codegen::parse_schedule(s.str());
   REQUIRE(p);
@@ -94,8 +95,9 @@ TEST_CASE("schedule text: Schedule::str() parses back, and a bad field is named"
   CHECK(error("grain=-1") == "schedule 'grain=-1': 'grain=-1' does not give a number in [0, 2^40]");
   CHECK(error("lanes") == "schedule 'lanes': 'lanes' is not KEY=VALUE");
   CHECK(error("tile=0") == "schedule 'tile=0': 'tile=0' is not at least 1");
+  CHECK(error("jam=17") == "schedule 'jam=17': 'jam=17' is not in 1..16");
   CHECK(error("speed=2") == "schedule 'speed=2': 'speed=2' has an unknown key (keys: vector, "
-                            "lanes, unroll, block, grain, tile, threads)");
+                            "lanes, unroll, block, grain, tile, jam, threads)");
 }
 
 TEST_CASE("schedule check: vector code needs its variable, and inner vector code no argmax") {
@@ -119,6 +121,16 @@ TEST_CASE("schedule check: vector code needs its variable, and inner vector code
   REQUIRE_FALSE(r);
   CHECK(r.error().message() == "schedule vector=inner lanes=8 unroll=1 block=1 grain=1: "
                                "vector=inner cannot run the argmin of kernel k");
+  Schedule jammed = outer;
+  jammed.jam = 4;
+  jammed.tile = 2;
+  k.outer = {3, 16};
+  r = codegen::check_schedule(jammed, k);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message() == "schedule vector=outer lanes=8 unroll=1 block=1 grain=1 tile=2 "
+                               "jam=4: a jam of 4 needs a tile at least as large");
+  jammed.tile = 4;
+  CHECK(codegen::check_schedule(jammed, k));
   k.outer.clear();
   r = codegen::check_schedule(outer, k);
   REQUIRE_FALSE(r);
