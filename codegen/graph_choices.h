@@ -38,7 +38,7 @@ class Target;
 inline constexpr int64_t kMinSplitRow = int64_t{1} << 15;
 
 /// Largest batch*M*K*N timed both ways; larger products stay library calls untimed.
-inline constexpr int64_t kMaxGemmWork = int64_t{1} << 24;
+inline constexpr int64_t kMaxGemmWork = int64_t{1} << 30;
 
 struct GemmChoices {
   int64_t considered = 0; // matmuls timed or found in the database
