@@ -200,6 +200,7 @@ struct CompiledFunction::State {
     o.log_breaks = wants("graph_breaks");
     o.keep_ir = explain;
     o.record_locations = wants("graph") || !dump_dir().empty() || explain;
+    o.freeze = options.backend != "eager";
     return o;
   }
 
@@ -214,6 +215,7 @@ struct CompiledFunction::State {
     stats.breaks = session.num_breaks();
     stats.ops = session.ops();
     stats.kernels = session.kernels();
+    stats.conv_folds = session.conv_folds();
     if (!add_entry) return results;
     const TraceSession::Replay* replay = session.replay().get();
     Entry e;

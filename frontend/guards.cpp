@@ -282,9 +282,9 @@ std::optional<std::string> GuardSet::check(std::span<const detail::CallArg> args
   for (const HostReadGuard& v : versions_) {
     uint64_t now = v.tensor->storage ? v.tensor->storage->version() : 0;
     if (now != v.version)
-      return detail::str("tensor version: ", v.name.empty() ? "a captured tensor" : v.name,
-                         " read on the host while tracing was modified in place (version ",
-                         v.version, " became ", now, ")");
+      return detail::str("tensor version: ", v.name.empty() ? "a captured tensor" : v.name, " ",
+                         v.why, " while tracing was modified in place (version ", v.version,
+                         " became ", now, ")");
   }
   return std::nullopt;
 }
@@ -327,8 +327,8 @@ std::vector<std::string> GuardSet::describe() const {
     out.push_back(detail::str("captured tensor ", c.name.empty() ? "<unnamed>" : c.name, ": ",
                               c.meta.dtype, " sizes ", shape_str(c.meta.sizes)));
   for (const HostReadGuard& v : versions_)
-    out.push_back(detail::str("tensor ", v.name.empty() ? "<unnamed>" : v.name,
-                              " (read on the host) is at version ", v.version));
+    out.push_back(detail::str("tensor ", v.name.empty() ? "<unnamed>" : v.name, " (", v.why,
+                              ") is at version ", v.version));
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <iostream>
 
+#include "frontend/freeze.h"
 #include "ir/printer.h"
 #include "runtime/error.h"
 #include "runtime/ops/dispatch.h"
@@ -416,6 +417,8 @@ void TraceSession::cut(std::vector<Tensor>* results) {
                    static_cast<int64_t>(g.num_outputs()),
                    {},
                    {}};
+    // Folded first, so that explain() and dumps show the graph that is compiled.
+    if (options_.freeze) conv_folds_ += fold_conv_affine(g, s.bound, host_reads_);
     if (options_.keep_ir) info.ir = ir::print(g);
     exe = compile_(g);
     info.fallback = exe->fallback;

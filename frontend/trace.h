@@ -28,12 +28,15 @@ struct InputBinding {
   std::string name;                     // "fc1.weight" when known
 };
 
-/// A concrete tensor whose value the traced code read on the host: replaying is valid only
-/// while its version is unchanged.
+/// A concrete tensor whose value the compiled graph depends on (the traced code read it on
+/// the host, or it was folded into the graph at compile time): replaying is valid only while
+/// its version is unchanged.
 struct HostReadGuard {
   std::shared_ptr<TensorImpl> tensor;
   uint64_t version = 0;
   std::string name;
+  /// How the graph depends on it, for the guard's text.
+  const char* why = "read on the host";
 };
 
 /// A module whose train/eval mode the traced code read: replaying is valid only while the
@@ -55,6 +58,7 @@ public:
     bool log_breaks = false;
     bool keep_ir = false;          // keep each graph's text (explain)
     bool record_locations = false; // give nodes the user's file:line (logs and dumps)
+    bool freeze = false;           // fold eval-mode batch norms into convs (freeze.h)
   };
 
   TraceSession(Options options, CompileGraphFn compile, nn::Module* module);
@@ -82,6 +86,8 @@ public:
   const std::vector<GraphInfo>& graphs() const { return graphs_; }
   int64_t ops() const { return ops_; }
   int64_t kernels() const { return kernels_; }
+  /// Batch norms (per-channel affine chains) folded into convolutions (freeze.h).
+  int64_t conv_folds() const { return conv_folds_; }
   const std::vector<HostReadGuard>& host_reads() const { return host_reads_; }
   const std::vector<ModeReadGuard>& mode_reads() const { return mode_reads_; }
 
@@ -142,6 +148,7 @@ private:
   std::unordered_map<const nn::Module*, std::string> module_names_;
   int64_t ops_ = 0;
   int64_t kernels_ = 0;
+  int64_t conv_folds_ = 0;
   size_t num_args_ = 0;
   std::shared_ptr<Replay> replay_;
 };
