@@ -500,7 +500,15 @@ private:
           : t == DType::bool_ ? b_.CreateAnd(x(), y())
                               : b_.CreateMul(x(), y());
       break;
-    case Op::div: r = b_.CreateFDiv(x(), y()); break;
+    case Op::div:
+      if (copy_ < recips_.size())
+        if (auto it = recips_[copy_].find(static_cast<int>(&in - k_.instrs.data()));
+            it != recips_[copy_].end()) {
+          r = b_.CreateFMul(x(), splat(it->second, lanes));
+          break;
+        }
+      r = b_.CreateFDiv(x(), y());
+      break;
     case Op::maximum:
     case Op::minimum: {
       llvm::Value *a = x(), *c = y();
@@ -751,52 +759,103 @@ private:
     for (int d = 0; d + 1 < m; ++d)
       rest *= k_.inner[static_cast<size_t>(d)];
     const int64_t last = m > 0 ? k_.inner.back() : 1;
-    loop(c64(0), c64(rest), 1, [&](llvm::Value* t) {
-      llvm::Value* q = t;
-      for (int d = m - 2; d >= 0; --d) {
-        vars_[static_cast<size_t>(n_outer + d)] =
-            b_.CreateURem(q, c64(k_.inner[static_cast<size_t>(d)]));
-        q = b_.CreateUDiv(q, c64(k_.inner[static_cast<size_t>(d)]));
-      }
-      auto body = [&](int lanes, int vv) {
-        return [&, lanes, vv](llvm::Value* r) {
-          if (m > 0) vars_[static_cast<size_t>(n_outer + m - 1)] = r; // m = 0: one point
-          int saved_vv = vector_var_;
-          if (inner_vec) vector_var_ = vv;
-          for (size_t c = 0; c < J; ++c) {
-            enter_copy(static_cast<int>(c));
-            vals_ = copies[c];
-            std::unordered_map<int, Acc>& accs = copy_accs[c];
-            if (!reuse_.enabled) {
-              for (int id : l.body)
-                emit_instr(id, lanes, &accs);
-            } else {
-              llvm::Value* flat = m > 0 ? b_.CreateAdd(b_.CreateMul(t, c64(last)), r) : c64(0);
-              for (int id : l.body) {
-                const auto i = static_cast<size_t>(id);
-                const DType dt = k_.instrs[i].dtype;
-                if (int s = reuse_.load_slot[i]; s >= 0) {
-                  vals_[id] = stash_load(s, dt, lanes, flat);
-                  continue;
+    // Divisions by a value computed outside the loop (softmax's sum) multiply by its
+    // reciprocal, computed once: a division costs several multiplies. x * (1/s) is within
+    // 1.5 ulp of x / s while 1/s is a normal number, so the loop runs that way only when
+    // every such divisor is in [2^-(emax-1), 2^(emax-1)]; otherwise (a subnormal or huge
+    // divisor, zero, inf, NaN) the same loop runs with divisions.
+    std::vector<int> divs;
+    for (int id : l.body) {
+      const Instr& in = k_.instrs[static_cast<size_t>(id)];
+      if (in.kind == Instr::Kind::op && in.op == Op::div &&
+          (in.dtype == DType::f32 || in.dtype == DType::f64) &&
+          std::find(l.body.begin(), l.body.end(), in.args[1]) == l.body.end())
+        divs.push_back(id);
+    }
+    llvm::BasicBlock* join = nullptr;
+    llvm::BasicBlock* plain = nullptr;
+    if (!divs.empty()) {
+      recips_.assign(J, {});
+      llvm::Value* all_normal = b_.getTrue();
+      for (size_t c = 0; c < J; ++c)
+        for (int id : divs) {
+          const Instr& in = k_.instrs[static_cast<size_t>(id)];
+          llvm::Value* d = copies[c].at(in.args[1]);
+          llvm::Type* t = d->getType();
+          const double limit = in.dtype == DType::f32 ? 0x1p126 : 0x1p1022;
+          llvm::Value* mag = b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, d);
+          llvm::Value* ok =
+              b_.CreateAnd(b_.CreateFCmpOGE(mag, llvm::ConstantFP::get(t, 1.0 / limit)),
+                           b_.CreateFCmpOLE(mag, llvm::ConstantFP::get(t, limit)));
+          if (t->isVectorTy()) ok = b_.CreateAndReduce(ok);
+          all_normal = b_.CreateAnd(all_normal, ok);
+          recips_[c][id] = b_.CreateFDiv(llvm::ConstantFP::get(t, 1.0), d);
+        }
+      auto* fast = llvm::BasicBlock::Create(ctx_, "reciprocal", fn_);
+      plain = llvm::BasicBlock::Create(ctx_, "divide", fn_);
+      join = llvm::BasicBlock::Create(ctx_, "divided", fn_);
+      b_.CreateCondBr(all_normal, fast, plain);
+      b_.SetInsertPoint(fast);
+    }
+    auto inner_loops = [&] {
+      loop(c64(0), c64(rest), 1, [&](llvm::Value* t) {
+        llvm::Value* q = t;
+        for (int d = m - 2; d >= 0; --d) {
+          vars_[static_cast<size_t>(n_outer + d)] =
+              b_.CreateURem(q, c64(k_.inner[static_cast<size_t>(d)]));
+          q = b_.CreateUDiv(q, c64(k_.inner[static_cast<size_t>(d)]));
+        }
+        auto body = [&](int lanes, int vv) {
+          return [&, lanes, vv](llvm::Value* r) {
+            if (m > 0) vars_[static_cast<size_t>(n_outer + m - 1)] = r; // m = 0: one point
+            int saved_vv = vector_var_;
+            if (inner_vec) vector_var_ = vv;
+            for (size_t c = 0; c < J; ++c) {
+              enter_copy(static_cast<int>(c));
+              copy_ = c;
+              vals_ = copies[c];
+              std::unordered_map<int, Acc>& accs = copy_accs[c];
+              if (!reuse_.enabled) {
+                for (int id : l.body)
+                  emit_instr(id, lanes, &accs);
+              } else {
+                llvm::Value* flat = m > 0 ? b_.CreateAdd(b_.CreateMul(t, c64(last)), r) : c64(0);
+                for (int id : l.body) {
+                  const auto i = static_cast<size_t>(id);
+                  const DType dt = k_.instrs[i].dtype;
+                  if (int s = reuse_.load_slot[i]; s >= 0) {
+                    vals_[id] = stash_load(s, dt, lanes, flat);
+                    continue;
+                  }
+                  if (!reuse_.compute[i]) continue;
+                  emit_instr(id, lanes, &accs);
+                  if (int s = reuse_.store_slot[i]; s >= 0)
+                    stash_store(s, dt, lanes, flat, vals_.at(id));
                 }
-                if (!reuse_.compute[i]) continue;
-                emit_instr(id, lanes, &accs);
-                if (int s = reuse_.store_slot[i]; s >= 0)
-                  stash_store(s, dt, lanes, flat, vals_.at(id));
               }
             }
-          }
-          vector_var_ = saved_vv;
+            vector_var_ = saved_vv;
+          };
         };
-      };
-      if (inner_vec) {
-        int64_t vec_end = last / L * L;
-        loop(c64(0), c64(vec_end), L, body(L, n_outer + m - 1));
-        loop(c64(vec_end), c64(last), 1, body(1, -1));
-      } else {
-        loop(c64(0), c64(last), 1, body(outer_lanes, vector_var_));
-      }
-    });
+        if (inner_vec) {
+          int64_t vec_end = last / L * L;
+          loop(c64(0), c64(vec_end), L, body(L, n_outer + m - 1));
+          loop(c64(vec_end), c64(last), 1, body(1, -1));
+        } else {
+          loop(c64(0), c64(last), 1, body(outer_lanes, vector_var_));
+        }
+      });
+    };
+    inner_loops();
+    if (join != nullptr) {
+      b_.CreateBr(join);
+      b_.SetInsertPoint(plain);
+      std::vector<std::unordered_map<int, llvm::Value*>> reciprocals;
+      reciprocals.swap(recips_);
+      inner_loops();
+      b_.CreateBr(join);
+      b_.SetInsertPoint(join);
+    }
     // Results: combine lanes (inner mode) in a fixed order, round f16/bf16 once.
     for (size_t c = 0; c < J; ++c)
       for (auto& [id, a] : copy_accs[c]) {
@@ -838,6 +897,10 @@ private:
   /// Points of o_{n-2} emitted together (Schedule::jam) in the current step, from jam_base_.
   int jam_ = 1;
   llvm::Value* jam_base_ = nullptr;
+  /// The copy being emitted, and per copy the reciprocal of each loop-invariant divisor of
+  /// the loop being emitted (by the div's id); empty outside such a loop's fast path.
+  size_t copy_ = 0;
+  std::vector<std::unordered_map<int, llvm::Value*>> recips_;
   Values vals_;
 };
 

@@ -1,4 +1,6 @@
 // kiln::compile on functions: capture, replay, in-place writes, results.
+#include <limits>
+
 #include "frontend_testing.h"
 
 using namespace kiln;
@@ -312,4 +314,31 @@ TEST_CASE("compile: a traced tensor kept from a call that failed is a clear erro
   REQUIRE_THROWS_WITH(kept.to_vector<float>(), Catch::Contains("traced tensor"));
   auto g = compile([&](const Tensor& x) { return x + kept; });
   REQUIRE_THROWS_WITH(g(ones({2})), Catch::Contains("another compiled call"));
+}
+
+TEST_CASE("compile: division by a loop-invariant divisor, normal or not, as eager divides") {
+  // A generated loop multiplies by the reciprocal of a divisor computed outside it (a row's
+  // sum) only while that divisor is a normal number with a normal reciprocal; rows whose
+  // divisor is subnormal, huge, zero, infinite or NaN divide, exactly as eager code does.
+  const int64_t n = 40;
+  Tensor x = randn({7, n});
+  auto row = [&](int64_t r, double v) { x.select(0, r).fill_(v); };
+  row(1, 1e-41); // subnormal sum 4e-40: 1/s overflows to inf
+  row(2, 8e36);  // sum 3.2e38: 1/s is subnormal
+  row(3, 0.0);   // 0 / 0
+  row(4, 0.0);   // one infinity: inf / inf and 0 / inf
+  x.select(0, 4).select(0, 3).fill_(std::numeric_limits<double>::infinity());
+  row(5, 1.0); // a sum of zero: +-1 / 0
+  x.select(0, 5).narrow(0, 0, n / 2).fill_(-1.0);
+  x.select(0, 6).select(0, 0).fill_(std::numeric_limits<double>::quiet_NaN());
+  auto by_rows = [](const Tensor& a) { return a / a.sum({1}, true); };
+  auto by_columns = [](const Tensor& a) { return a / a.sum({0}, true); };
+  auto f = compile(by_rows);
+  auto g = compile(by_columns);
+  KILN_REQUIRE_CLOSE(f(x), by_rows, x);
+  KILN_REQUIRE_CLOSE(g(x), by_columns, x);
+  // The rows with a normal divisor multiply: within the rule, and not always bitwise.
+  Tensor y = randn({64, n}) + 3.0;
+  KILN_REQUIRE_CLOSE(f(y), by_rows, y);
+  KILN_REQUIRE_CLOSE(g(y.t().contiguous()), by_columns, y.t().contiguous());
 }
