@@ -418,7 +418,14 @@ void TraceSession::cut(std::vector<Tensor>* results) {
                    {},
                    {}};
     // Folded first, so that explain() and dumps show the graph that is compiled.
-    if (options_.freeze) conv_folds_ += fold_conv_affine(g, s.bound, host_reads_);
+    if (options_.freeze) {
+      conv_folds_ += fold_conv_affine(g, s.bound, host_reads_);
+      // The folded weights are constant inputs: bound, like every constant, to nothing.
+      while (s.bound.size() < g.num_inputs()) {
+        s.bindings.push_back({InputBinding::Kind::constant, 0, nullptr, ""});
+        s.bound.emplace_back();
+      }
+    }
     if (options_.keep_ir) info.ir = ir::print(g);
     exe = compile_(g);
     info.fallback = exe->fallback;
