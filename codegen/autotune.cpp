@@ -140,17 +140,6 @@ std::string autotune_key(const Target& target, const Kernel& k, const Schedule& 
          unnamed.str();
 }
 
-bool transposed_loads(const Kernel& k) {
-  const int n = static_cast<int>(k.outer.size());
-  if (n < 2) return false;
-  for (const ir::kernel::Instr& in : k.instrs)
-    if (in.kind == ir::kernel::Instr::Kind::load && in.index.uses(n - 1) &&
-        in.index.affine_in(n - 2) && in.index.coefficient(n - 2) == 1 &&
-        !(in.index.affine_in(n - 1) && in.index.coefficient(n - 1) == 1))
-      return true;
-  return false;
-}
-
 std::vector<Schedule> schedule_candidates(const Kernel& k, const Schedule& h) {
   std::vector<Schedule> out;
   auto add = [&](Schedule s) {
@@ -230,11 +219,11 @@ std::vector<Schedule> schedule_candidates(const Kernel& k, const Schedule& h) {
   }
   // Tiles for loads strided along the last outer dim and unit-stride along the one before (a
   // transpose): a row covers tile x block points, so the lines a tile loads are reused.
-  if (transposed_loads(k) && h.tile == 1)
-    for (auto [tile, block] : {std::pair<int64_t, int64_t>{16, 256}, {64, 64}}) {
+  if (transposed_loads(k))
+    for (auto [tile, block] : {std::pair<int64_t, int64_t>{16, 256}, {32, 128}, {64, 64}}) {
       Schedule s = h;
-      s.tile = tile;
-      s.block = std::min<int64_t>(std::max<int64_t>(h.block, 1), block);
+      s.tile = std::max<int64_t>(tile, h.jam);
+      s.block = std::min<int64_t>(block, std::max<int64_t>(k.outer.back(), 1));
       add(s);
     }
   // Blocks of a one-dimensional kernel's last dim.

@@ -57,10 +57,6 @@ struct AutotuneResult {
   std::string str() const;
 };
 
-/// Whether k loads along its last outer variable with a stride and along the one before it with
-/// unit stride (a transpose): tiled candidates are then tried.
-bool transposed_loads(const ir::kernel::Kernel& k);
-
 /// The candidates for kernel k around the heuristic's schedule h: h first, then each variant
 /// code generation accepts for k (check_schedule), without repeats.
 std::vector<Schedule> schedule_candidates(const ir::kernel::Kernel& k, const Schedule& h);

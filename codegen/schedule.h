@@ -83,6 +83,10 @@ ScheduleOverride parse_schedule_override(std::string_view text);
 /// KILN_SCHEDULE's text ("" when unset).
 std::string schedule_override_env();
 
+/// Whether k loads along its last outer variable with a stride and along the one before it with
+/// unit stride (a transpose): the heuristic tiles such kernels, and max_autotune tries tiles.
+bool transposed_loads(const ir::kernel::Kernel& k);
+
 /// Whether an inner loop of k loads both along o_{n-2} and, without it, unit-stride along
 /// o_{n-1}: a contraction (a GEMM in reduction form: A's rows and B's row), which a jam of
 /// o_{n-2} turns into a register tile.
