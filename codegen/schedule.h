@@ -93,8 +93,11 @@ bool transposed_loads(const ir::kernel::Kernel& k);
 bool shared_row_loads(const ir::kernel::Kernel& k);
 
 /// The heuristic: vector width from the widest value type and the target's registers, inner
-/// vectorisation for reductions over a unit-stride last dim, blocks of 4096 points, chunks
-/// of at least kParallelGrain element operations; then the override's fields.
+/// vectorisation for reductions over a unit-stride last dim, blocks of 4096 points; 4 (or 2)
+/// vectors per step for reductions over a leading dim; a 4 x 2-vector register tile in 32 x
+/// 64-point tiles for contractions (shared_row_loads); 64 x 64 tiles for pointwise kernels
+/// that read a transpose (transposed_loads); chunks of at least kParallelGrain element
+/// operations; then the override's fields.
 Schedule choose_schedule(const ir::kernel::Kernel& k, int vector_bytes,
                          const ScheduleOverride& fixed = {});
 
