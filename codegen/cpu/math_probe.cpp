@@ -6,6 +6,7 @@
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Instructions.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
@@ -67,7 +68,9 @@ void check_no_calls(const llvm::Function& fn) {
       llvm::Intrinsic::ID id = call->getIntrinsicID();
       KILN_ASSERT(id == llvm::Intrinsic::fma || id == llvm::Intrinsic::fabs ||
                       id == llvm::Intrinsic::copysign || id == llvm::Intrinsic::sqrt ||
-                      id == llvm::Intrinsic::vector_reduce_or,
+                      id == llvm::Intrinsic::vector_reduce_or ||
+                      id == llvm::Intrinsic::x86_avx512_mask_scalef_ps_512 ||
+                      id == llvm::Intrinsic::x86_avx512_mask_scalef_pd_512,
                   "vector math emitted a call: ", call->getCalledOperand()->getName().str());
     }
 }
@@ -87,6 +90,10 @@ MathProbe compile_math_probe(kiln::Op op, kiln::DType dtype, int lanes) {
   auto* fty = llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, ptr, b.getInt64Ty()}, false);
   auto* fn = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, kSymbol, m);
   fn->addFnAttr(llvm::Attribute::NoUnwind);
+  // The host's CPU and features, as a kernel has them (vector math picks instructions by them).
+  const HostTarget& host = host_target();
+  fn->addFnAttr("target-cpu", host.cpu);
+  if (!host.features.empty()) fn->addFnAttr("target-features", host.features);
   llvm::Value* x = fn->getArg(0);
   llvm::Value* y = fn->getArg(1);
   llvm::Value* out = fn->getArg(2);

@@ -23,7 +23,8 @@ struct MathProbe {
 
 /// Compiles a loop that applies emit_math(op) to `lanes` elements at a time as one
 /// <lanes x T> vector, then to the remaining n % lanes elements one scalar at a time (lanes = 1:
-/// scalar only). dtype is f32 or f64; op must satisfy has_vector_math.
+/// scalar only), with the host's CPU and features as a kernel has them. dtype is f32 or f64;
+/// op must satisfy has_vector_math.
 MathProbe compile_math_probe(kiln::Op op, kiln::DType dtype, int lanes);
 
 } // namespace kiln::codegen::cpu

@@ -287,7 +287,7 @@ template <typename T> uint64_t check_op(Op op, const Inputs<T>& in, uint64_t bou
   constexpr DType dt = kiln::dtype_of_v<T>;
   std::vector<T> want = eager(op, in.x, in.y);
   std::vector<int> lane_counts =
-      dt == DType::f32 ? std::vector<int>{8, 16, 1} : std::vector<int>{4, 1};
+      dt == DType::f32 ? std::vector<int>{8, 16, 32, 1} : std::vector<int>{4, 8, 1};
   Result res;
   std::vector<std::vector<T>> results;
   for (int lanes : lane_counts) {
