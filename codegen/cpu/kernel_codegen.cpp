@@ -624,9 +624,11 @@ private:
   /// Whether x replaces acc in a max (min) fold: greater (less), or a NaN over a number.
   llvm::Value* better(bool max, llvm::Value* x, llvm::Value* acc, DType t) {
     if (is_float(t)) {
-      llvm::Value* cmp = max ? b_.CreateFCmpOGT(x, acc) : b_.CreateFCmpOLT(x, acc);
-      llvm::Value* nan = b_.CreateAnd(b_.CreateFCmpUNO(x, x), b_.CreateFCmpORD(acc, acc));
-      return b_.CreateOr(cmp, nan);
+      // (x > acc or x is NaN) while acc is a number: the unordered comparison holds for a NaN
+      // x, and an ordered acc keeps the first NaN. Two comparisons, the second under the
+      // first's mask, where (x > acc) or (x NaN and acc a number) took three and an or.
+      llvm::Value* cmp = max ? b_.CreateFCmpUGT(x, acc) : b_.CreateFCmpULT(x, acc);
+      return b_.CreateAnd(cmp, b_.CreateFCmpORD(acc, acc));
     }
     bool u = is_unsigned(t);
     return max ? (u ? b_.CreateICmpUGT(x, acc) : b_.CreateICmpSGT(x, acc))
