@@ -1,8 +1,10 @@
 // Folding per-channel affine chains (eval-mode batch norms) into convolutions (see freeze.h).
 #include "frontend/freeze.h"
 
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "ir/builder.h"
 #include "ir/node.h"

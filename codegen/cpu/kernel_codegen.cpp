@@ -502,8 +502,7 @@ private:
       break;
     case Op::div:
       if (copy_ < recips_.size())
-        if (auto it = recips_[copy_].find(static_cast<int>(&in - k_.instrs.data()));
-            it != recips_[copy_].end()) {
+        if (auto it = recips_[copy_].find(&in); it != recips_[copy_].end()) {
           r = b_.CreateFMul(x(), splat(it->second, lanes));
           break;
         }
@@ -676,8 +675,9 @@ private:
     }
     vals_.clear();
   }
-  /// Sets o_{n-2} to copy c's point of a jammed step.
+  /// Makes copy c the one emitted: o_{n-2} is its point of a jammed step.
   void enter_copy(int c) {
+    copy_ = static_cast<size_t>(c);
     if (jam_ > 1) vars_[k_.outer.size() - 2] = c == 0 ? jam_base_ : b_.CreateAdd(jam_base_, c64(c));
   }
 
@@ -791,7 +791,7 @@ private:
                            b_.CreateFCmpOLE(mag, llvm::ConstantFP::get(t, limit)));
           if (t->isVectorTy()) ok = b_.CreateAndReduce(ok);
           all_normal = b_.CreateAnd(all_normal, ok);
-          recips_[c][id] = b_.CreateFDiv(llvm::ConstantFP::get(t, 1.0), d);
+          recips_[c][&in] = b_.CreateFDiv(llvm::ConstantFP::get(t, 1.0), d);
         }
       auto* fast = llvm::BasicBlock::Create(ctx_, "reciprocal", fn_);
       plain = llvm::BasicBlock::Create(ctx_, "divide", fn_);
@@ -814,7 +814,6 @@ private:
             if (inner_vec) vector_var_ = vv;
             for (size_t c = 0; c < J; ++c) {
               enter_copy(static_cast<int>(c));
-              copy_ = c;
               vals_ = copies[c];
               std::unordered_map<int, Acc>& accs = copy_accs[c];
               if (!reuse_.enabled) {
@@ -852,8 +851,7 @@ private:
     if (join != nullptr) {
       b_.CreateBr(join);
       b_.SetInsertPoint(plain);
-      std::vector<std::unordered_map<int, llvm::Value*>> reciprocals;
-      reciprocals.swap(recips_);
+      recips_.clear();
       inner_loops();
       b_.CreateBr(join);
       b_.SetInsertPoint(join);
@@ -900,9 +898,9 @@ private:
   int jam_ = 1;
   llvm::Value* jam_base_ = nullptr;
   /// The copy being emitted, and per copy the reciprocal of each loop-invariant divisor of
-  /// the loop being emitted (by the div's id); empty outside such a loop's fast path.
+  /// the loop being emitted (by its div); empty outside such a loop's fast path.
   size_t copy_ = 0;
-  std::vector<std::unordered_map<int, llvm::Value*>> recips_;
+  std::vector<std::unordered_map<const Instr*, llvm::Value*>> recips_;
   Values vals_;
 };
 

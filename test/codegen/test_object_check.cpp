@@ -156,7 +156,7 @@ TEST_CASE("targeted damage to a generated object is a clear error", "[object_che
   auto shdr_field = [&](size_t i, size_t field_offset, uint64_t v) {
     return [=](std::string& o) { put<uint64_t>(o, shdr_at(o, i) + field_offset, v); };
   };
-  const std::vector<Damage> damages = {
+  std::vector<Damage> damages = {
       {"section table offset past the end", "section header table",
        [](std::string& o) { put<uint64_t>(o, offsetof(Elf64_Ehdr, e_shoff), o.size() - 8); }},
       {"section count huge", "section header table",
@@ -243,85 +243,71 @@ TEST_CASE("targeted damage to a generated object is a clear error", "[object_che
   // init arrays (the JIT would register or run them), thread-local, common and indirect
   // symbols, GOT and TLS relocations. The last cache fuzzer failure was in that territory.
   const size_t code = static_cast<size_t>(get<Elf64_Sym>(good, kernel_sym).st_shndx);
-  const std::vector<Damage> foreign = {
-      {"an init array", "section type 14 has no place",
-       [&](std::string& o) {
-         put<uint32_t>(o, shdr_at(o, code) + offsetof(Elf64_Shdr, sh_type), SHT_INIT_ARRAY);
-       }},
-      {"an unwind section", "section type",
-       [&](std::string& o) {
-         put<uint32_t>(o, shdr_at(o, code) + offsetof(Elf64_Shdr, sh_type), SHT_X86_64_UNWIND);
-       }},
-      {"a group section", "section type 17 has no place",
-       [&](std::string& o) {
-         put<uint32_t>(o, shdr_at(o, code) + offsetof(Elf64_Shdr, sh_type), SHT_GROUP);
-       }},
-      {"thread-local code", "thread-local",
-       [&](std::string& o) {
-         const size_t at = shdr_at(o, code) + offsetof(Elf64_Shdr, sh_flags);
-         put<uint64_t>(o, at, get<uint64_t>(o, at) | SHF_TLS);
-       }},
-      {"a section named after the kernel", "a section named 'kiln_k0'",
-       [&](std::string& o) {
-         put<uint32_t>(o, shdr_at(o, code) + offsetof(Elf64_Shdr, sh_name),
-                       get<Elf64_Sym>(o, kernel_sym).st_name);
-       }},
-      {"an indirect function", "type 10 has no place",
-       [&](std::string& o) {
-         put<uint8_t>(o, kernel_sym + offsetof(Elf64_Sym, st_info),
-                      ELF64_ST_INFO(STB_GLOBAL, STT_GNU_IFUNC));
-       }},
-      {"a thread-local symbol", "type 6 has no place",
-       [&](std::string& o) {
-         put<uint8_t>(o, kernel_sym + offsetof(Elf64_Sym, st_info),
-                      ELF64_ST_INFO(STB_GLOBAL, STT_TLS));
-       }},
-      {"a common symbol", "a common symbol",
-       [&](std::string& o) {
-         put<uint16_t>(o, kernel_sym + offsetof(Elf64_Sym, st_shndx), SHN_COMMON);
-       }},
-      {"a GOT relocation", "type 9 has no place",
-       [&](std::string& o) {
-         const size_t info = rela_sh.sh_offset + offsetof(Elf64_Rela, r_info);
-         put<uint64_t>(o, info,
-                       ELF64_R_INFO(ELF64_R_SYM(get<uint64_t>(o, info)), R_X86_64_GOTPCREL));
-       }},
-      // Found by cache_fuzzer: the kernel's section turned into unallocated zero-fill; JITLink
-      // copied its contents from address 0 (corpus-cache/crash-unallocated-zero-fill.kobj).
-      {"unallocated zero-fill", "zero-fill that is not allocated",
-       [&](std::string& o) {
-         put<uint32_t>(o, shdr_at(o, code) + offsetof(Elf64_Shdr, sh_type), SHT_NOBITS);
-         const size_t at = shdr_at(o, code) + offsetof(Elf64_Shdr, sh_flags);
-         put<uint64_t>(o, at, get<uint64_t>(o, at) & ~uint64_t{SHF_ALLOC});
-       }},
-      {"a symbol in the symbol table", "not allocated code or data",
-       [&](std::string& o) {
-         put<uint16_t>(o, kernel_sym + offsetof(Elf64_Sym, st_shndx),
-                       static_cast<uint16_t>(symtab));
-       }},
-      {"relocations of the symbol table", "not allocated code or data with bytes",
-       [&](std::string& o) {
-         put<uint32_t>(o, shdr_at(o, rela) + offsetof(Elf64_Shdr, sh_info),
-                       static_cast<uint32_t>(symtab));
-       }},
-      {"flags on the null section", "section 0 is not the null section",
-       [&](std::string& o) {
-         put<uint64_t>(o, shdr_at(o, 0) + offsetof(Elf64_Shdr, sh_flags), SHF_ALLOC);
-       }},
-      {"an excluded section", "unknown ones",
-       [&](std::string& o) {
-         const size_t at = shdr_at(o, code) + offsetof(Elf64_Shdr, sh_flags);
-         put<uint64_t>(o, at, get<uint64_t>(o, at) | SHF_EXCLUDE);
-       }},
-      {"a TLS relocation", "type 19 has no place",
-       [&](std::string& o) {
-         const size_t info = rela_sh.sh_offset + offsetof(Elf64_Rela, r_info);
-         put<uint64_t>(o, info, ELF64_R_INFO(ELF64_R_SYM(get<uint64_t>(o, info)), R_X86_64_TLSGD));
-       }},
+  auto code_type = [&](uint32_t type) {
+    return [=](std::string& o) {
+      put<uint32_t>(o, shdr_at(o, code) + offsetof(Elf64_Shdr, sh_type), type);
+    };
   };
-  std::vector<Damage> all = damages;
-  all.insert(all.end(), foreign.begin(), foreign.end());
-  for (const Damage& d : all) {
+  auto code_flags = [&](uint64_t set, uint64_t clear) {
+    return [=](std::string& o) {
+      const size_t at = shdr_at(o, code) + offsetof(Elf64_Shdr, sh_flags);
+      put<uint64_t>(o, at, (get<uint64_t>(o, at) | set) & ~clear);
+    };
+  };
+  auto kernel_type = [&](unsigned type) {
+    return [=](std::string& o) {
+      put<uint8_t>(o, kernel_sym + offsetof(Elf64_Sym, st_info), ELF64_ST_INFO(STB_GLOBAL, type));
+    };
+  };
+  auto relocation_type = [&](uint32_t type) {
+    return [=](std::string& o) {
+      const size_t info = rela_sh.sh_offset + offsetof(Elf64_Rela, r_info);
+      put<uint64_t>(o, info, ELF64_R_INFO(ELF64_R_SYM(get<uint64_t>(o, info)), type));
+    };
+  };
+  damages.insert(
+      damages.end(),
+      {
+          {"an init array", "section type 14 has no place", code_type(SHT_INIT_ARRAY)},
+          {"an unwind section", "section type", code_type(SHT_X86_64_UNWIND)},
+          {"a group section", "section type 17 has no place", code_type(SHT_GROUP)},
+          {"thread-local code", "thread-local", code_flags(SHF_TLS, 0)},
+          {"an excluded section", "unknown ones", code_flags(SHF_EXCLUDE, 0)},
+          {"a section named after the kernel", "a section named 'kiln_k0'",
+           [&](std::string& o) {
+             put<uint32_t>(o, shdr_at(o, code) + offsetof(Elf64_Shdr, sh_name),
+                           get<Elf64_Sym>(o, kernel_sym).st_name);
+           }},
+          {"an indirect function", "type 10 has no place", kernel_type(STT_GNU_IFUNC)},
+          {"a thread-local symbol", "type 6 has no place", kernel_type(STT_TLS)},
+          {"a common symbol", "a common symbol",
+           [&](std::string& o) {
+             put<uint16_t>(o, kernel_sym + offsetof(Elf64_Sym, st_shndx), SHN_COMMON);
+           }},
+          {"a GOT relocation", "type 9 has no place", relocation_type(R_X86_64_GOTPCREL)},
+          {"a TLS relocation", "type 19 has no place", relocation_type(R_X86_64_TLSGD)},
+          // Found by cache_fuzzer: the kernel's section turned into unallocated zero-fill;
+          // JITLink copied its contents from address 0
+          // (corpus-cache/crash-unallocated-zero-fill.kobj).
+          {"unallocated zero-fill", "zero-fill that is not allocated",
+           [&](std::string& o) {
+             code_type(SHT_NOBITS)(o);
+             code_flags(0, SHF_ALLOC)(o);
+           }},
+          {"a symbol in the symbol table", "not allocated code or data",
+           [&](std::string& o) {
+             put<uint16_t>(o, kernel_sym + offsetof(Elf64_Sym, st_shndx),
+                           static_cast<uint16_t>(symtab));
+           }},
+          {"relocations of the symbol table", "not allocated code or data with bytes",
+           [&](std::string& o) {
+             put<uint32_t>(o, shdr_at(o, rela) + offsetof(Elf64_Shdr, sh_info),
+                           static_cast<uint32_t>(symtab));
+           }},
+          {"flags on the null section", "section 0 is not the null section",
+           shdr_field(0, offsetof(Elf64_Shdr, sh_flags), SHF_ALLOC)},
+      });
+  for (const Damage& d : damages) {
     INFO(d.what);
     std::string bad = good;
     d.apply(bad);
