@@ -76,10 +76,12 @@ public:
           .push_back({output ? st.results.size() : st.operands.size(), static_cast<int>(b)});
       if (output) {
         const ir::Type& type = lg.buffers[b]->type();
-        KILN_ASSERT(type.is_contiguous(), "a generated kernel's output is strided: ", type.str());
+        KILN_ASSERT(type.is_contiguous() || is_dense(type.sizes(), type.strides()),
+                    "a generated kernel's output is not dense: ", type.str());
         st.results.push_back(slot(lg.buffers[b]));
         call.outputs.push_back(
-            {std::vector<int64_t>(type.sizes().begin(), type.sizes().end()), type.dtype()});
+            {std::vector<int64_t>(type.sizes().begin(), type.sizes().end()), type.dtype(),
+             std::vector<int64_t>(type.strides().begin(), type.strides().end())});
       } else {
         st.operands.push_back(slot(lg.buffers[b]));
       }

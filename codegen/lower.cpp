@@ -90,8 +90,10 @@ private:
   CompiledGraph& out_;
 };
 
-std::string fused_text(const passes::FusionResult& fusion) {
+std::string fused_text(const passes::LayoutStats& layout, const passes::FusionResult& fusion) {
   std::string s;
+  for (const std::string& line : layout.log)
+    s += line + "\n";
   for (const std::string& line : fusion.log)
     s += line + "\n";
   return s;
@@ -190,6 +192,14 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
   };
   if (!options.generate_code) return interpreted();
 
+  // layout: conv nets' activations channels-last where the cost model says so (the graph's
+  // types change; a given fusion already saw them).
+  if (!options.fusion) {
+    out.layout = stages.run("layout", [&] { return passes::assign_channels_last(*out.graph); });
+    stages.summary(std::to_string(out.layout.channels_last) + " values channels-last, " +
+                   std::to_string(out.layout.conversions) + " conversions");
+  }
+
   // gemms: library or generated, per matmul shape; long rows' reductions split or not
   // (max_autotune).
   if (options.autotune && options.schedule.empty() && !options.fusion) {
@@ -208,7 +218,7 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
       "fuse", [&] { return options.fusion ? *options.fusion : passes::fuse(*out.graph); });
   stages.summary(std::to_string(fusion.groups.size()) + " groups, " +
                  std::to_string(fusion.library_calls.size()) + " library calls");
-  if (stages.done(Stage::fused, [&] { return fused_text(fusion); })) return out;
+  if (stages.done(Stage::fused, [&] { return fused_text(out.layout, fusion); })) return out;
 
   // lower: FusionGroup -> Kernel, each with the graph values its buffers bind.
   const std::vector<LoweredGroup> lowered = stages.run("lower", [&] {

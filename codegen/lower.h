@@ -30,6 +30,7 @@
 #include "codegen/graph_choices.h"
 #include "codegen/schedule.h"
 #include "ir/graph.h"
+#include "passes/layout.h"
 #include "runtime/error.h"
 #include "runtime/plan.h"
 
@@ -95,6 +96,8 @@ struct CompiledGraph {
   /// which reductions it split.
   GemmChoices gemms;
   SplitChoices splits;
+  /// Which activations the layout pass stored channels-last (conv nets), with its log.
+  passes::LayoutStats layout;
   /// Why the graph runs without generated code although code generation was asked for
   /// (empty when it has its code, or was not asked).
   std::string fallback;

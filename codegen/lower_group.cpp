@@ -4,6 +4,8 @@
 // reduced domain a map loop.
 #include "codegen/lower_group.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -33,6 +35,30 @@ double scalar_value(const Tensor& t, int64_t& ivalue) {
   return *static_cast<const double*>(c.raw_data());
 }
 
+/// The loop variable of each dim of a pointwise group's domain: the memory order (largest
+/// stride first) of its first output stored in a permuted dense layout, or empty (the dims
+/// in order) when every output is contiguous. Size-1 dims go first: they do not move.
+std::vector<int> memory_order(const passes::FusionGroup& grp) {
+  for (const ir::Value* v : grp.outputs) {
+    const ir::Type& t = v->type();
+    if (t.is_contiguous() || t.sizes() != grp.shape || !is_dense(t.sizes(), t.strides())) continue;
+    const size_t rank = t.sizes().size();
+    std::vector<int> dims(rank);
+    for (size_t k = 0; k < rank; ++k)
+      dims[k] = static_cast<int>(k);
+    auto stride = [&](int d) {
+      return t.sizes()[static_cast<size_t>(d)] == 1 ? INT64_MAX
+                                                    : t.strides()[static_cast<size_t>(d)];
+    };
+    std::stable_sort(dims.begin(), dims.end(), [&](int a, int b) { return stride(a) > stride(b); });
+    std::vector<int> var_of(rank);
+    for (size_t v = 0; v < rank; ++v)
+      var_of[static_cast<size_t>(dims[v])] = static_cast<int>(v);
+    return var_of;
+  }
+  return {};
+}
+
 class Lowerer {
 public:
   Lowerer(const passes::FusionGroup& grp, std::string name, std::vector<const ir::Value*>& buffers)
@@ -40,7 +66,8 @@ public:
     k_.name = std::move(name);
     for (const ir::Node* m : grp.nodes)
       members_.insert(m);
-    dom_ = Domain{grp.reduction, grp.shape, grp.dims};
+    dom_ = Domain{grp.reduction, grp.shape, grp.dims, {}};
+    if (!grp.reduction) dom_.var_of = memory_order(grp);
     k_.outer = dom_.outer();
     k_.inner = dom_.inner();
     extents_ = k_.extents();

@@ -74,17 +74,24 @@ void plan_memory(Plan& plan) {
   std::vector<int64_t> def(num_slots, -1);
   for (size_t k = 0; k < steps.size(); ++k) {
     const Plan::Step& st = steps[k];
-    auto place = [&](size_t slot, IntList sizes, DType dtype) {
-      placement[slot] = {true, 0, static_cast<size_t>(numel_of(sizes) * itemsize(dtype)),
-                         Shape(sizes.begin(), sizes.end()), dtype};
+    auto place = [&](size_t slot, IntList sizes, IntList strides, DType dtype) {
+      KILN_CHECK(strides.empty() || is_dense(sizes, strides), "plan: result of step ", k,
+                 " has a layout that is not dense: sizes ", shape_str(sizes), ", strides ",
+                 shape_str(strides));
+      placement[slot] = {true,
+                         0,
+                         static_cast<size_t>(numel_of(sizes) * itemsize(dtype)),
+                         Shape(sizes.begin(), sizes.end()),
+                         Shape(strides.begin(), strides.end()),
+                         dtype};
       def[slot] = static_cast<int64_t>(k);
     };
     if (st.kernel >= 0) {
       const Plan::KernelCall& call = plan.kernels()[static_cast<size_t>(st.kernel)];
       for (size_t i = 0; i < st.results.size(); ++i)
-        place(st.results[i], call.outputs[i].sizes, call.outputs[i].dtype);
+        place(st.results[i], call.outputs[i].sizes, call.outputs[i].strides, call.outputs[i].dtype);
     } else if (st.epilogue) {
-      place(st.results[0], st.epilogue->sizes, st.epilogue->dtype);
+      place(st.results[0], st.epilogue->sizes, st.epilogue->strides, st.epilogue->dtype);
     } else if (schema(st.op).kind == OpKind::view) {
       for (size_t r : st.results)
         for (size_t o : st.operands)

@@ -174,6 +174,9 @@ struct CompiledFunction::State {
                         ? ""
                         : "[kiln lower] graph " + std::to_string(id) +
                               " runs on the interpreter: " + exe->fallback + "\n");
+    if (wants("layout"))
+      for (const std::string& line : exe->layout.log)
+        std::cerr << "[kiln layout] graph " << id << ": " << line << "\n";
     bucket.push_back({std::move(key), exe});
     ++stats.compiles;
     stats.generated_kernels += exe->generated_kernels();
@@ -184,6 +187,8 @@ struct CompiledFunction::State {
     stats.autotune_splits += exe->splits.split;
     stats.autotune_gemms_generated += exe->gemms.generated;
     stats.autotune_changed += exe->autotune.changed;
+    stats.channels_last_values += exe->layout.channels_last;
+    stats.layout_conversions += exe->layout.conversions;
     if (wants("autotune") && lo.autotune)
       std::cerr << "[kiln autotune] graph " << id << ": "
                 << (schedule.empty() ? exe->autotune.str()

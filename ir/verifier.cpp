@@ -11,6 +11,16 @@
 namespace kiln::ir {
 namespace {
 
+/// A result type that differs from the inferred one only in a dense layout, on a node that
+/// is no view: the layout pass chose it (channels-last). A view's strides are its meaning.
+bool is_layout_choice(const Node& n, const Type& inferred, const Type& actual) {
+  return n.schema().kind != OpKind::view && inferred.is_contiguous() &&
+         inferred.dtype() == actual.dtype() && inferred.sizes() == actual.sizes() &&
+         inferred.device() == actual.device() &&
+         inferred.wrapped_number() == actual.wrapped_number() &&
+         is_dense(actual.sizes(), actual.full_strides());
+}
+
 /// The state of one verification: the numbering, and the first error found.
 class Verifier {
 public:
@@ -100,7 +110,8 @@ private:
         return fail_node(n, "has ", n->num_outputs(), " results but ", n->name(), " infers ",
                          types->size());
       for (size_t k = 0; k < types->size(); ++k)
-        if ((*types)[k] != n->output(k)->type())
+        if ((*types)[k] != n->output(k)->type() &&
+            !is_layout_choice(*n, (*types)[k], n->output(k)->type()))
           return fail_node(n, "result ", k, " has type ", n->output(k)->type().str(), " but ",
                            n->name(), " infers ", (*types)[k].str());
       ++pos;

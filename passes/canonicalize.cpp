@@ -114,6 +114,7 @@ public:
     case Op::permute: return simplify_permute(n);
     case Op::view: return simplify_view(n);
     case Op::expand: return same_type_and_sizes(n, n->input(0));
+    case Op::max_pool2d: return simplify_max_pool(n);
     default: return nullptr;
     }
   }
@@ -201,6 +202,37 @@ private:
     ir::Value* base = inner->input(0);
     if (ir::Value* v = same_type_and_sizes(n, base)) return v;
     return build(n, Op::view, {base}, n->attrs());
+  }
+
+  /// max_pool2d with windows that tile the input (kernel = stride, no padding or dilation,
+  /// sizes divisible): amax over the window dims of a view [.., H/kh, kh, W/kw, kw]. The same
+  /// elements in the same order (a window row by row), so the same maximum and the same
+  /// first NaN; and a reduction the generated code fuses with what computes its operand.
+  ir::Value* simplify_max_pool(ir::Node* n) {
+    ir::Value* x = n->input(0);
+    const ir::Type& t = x->type();
+    const Attrs& a = n->attrs();
+    const std::vector<int64_t>&k = a.ints(0), &s = a.ints(1), &p = a.ints(2), &d = a.ints(3);
+    if ((t.rank() != 3 && t.rank() != 4) || !t.is_static() || t.numel() == 0 ||
+        t.dtype() == DType::bool_ || k.size() != 2 || s != k || p != std::vector<int64_t>{0, 0} ||
+        d != std::vector<int64_t>{1, 1})
+      return nullptr;
+    const int64_t h = t.sizes()[static_cast<size_t>(t.rank() - 2)];
+    const int64_t w = t.sizes()[static_cast<size_t>(t.rank() - 1)];
+    if (k[0] < 1 || k[1] < 1 || h % k[0] != 0 || w % k[1] != 0) return nullptr;
+    std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end() - 2);
+    sizes.insert(sizes.end(), {h / k[0], k[0], w / k[1], k[1]});
+    const int64_t r = static_cast<int64_t>(sizes.size());
+    if (!ir::infer_types(Op::view, std::span<const ir::Type>(&t, 1), Attrs{sizes}))
+      return nullptr; // strides a view cannot take
+    b_.set_insertion_point(n);
+    b_.set_location(n->location());
+    ir::Value* windows = b_.create(Op::view, {x}, Attrs{sizes});
+    if (ir::Value* m =
+            build(n, Op::amax, {windows}, Attrs{std::vector<int64_t>{r - 3, r - 1}, false}))
+      return m;
+    g_.erase(windows->producer());
+    return nullptr;
   }
 
   /// A new node before n, built only when inference accepts it and gives exactly n's

@@ -57,7 +57,7 @@ class Matcher {
 public:
   Matcher(const ir::Node* anchor, LibraryCall& call, std::unordered_set<const ir::Node*>& claimed)
       : call_(call), claimed_(claimed), shape_(anchor->output()->type().sizes()),
-        scalars_only_(anchor->op() == Op::conv2d) {}
+        scalars_only_(anchor->op() == Op::conv2d), layout_(anchor->output()->type().strides()) {}
 
   /// Extends the chain by one op after y (the chain's current result); returns the new
   /// result, or null when the next reader is no epilogue op.
@@ -89,9 +89,11 @@ public:
       }
       if (t->type().dtype() != DType::f32 && !p.is_scalar) return nullptr;
       // After a conv, tensor operands stay in kernels: oneDNN 2.6 reads a whole-tensor one
-      // (a residual) only in the destination's blocked layout, and its per-channel binary
+      // (a residual) fast only in the destination's layout, and its per-channel binary
       // post-ops (a batch norm's four) made the convolution slower than the kernel pass.
-      if (!p.is_scalar && scalars_only_) return nullptr;
+      // The exception is a residual beside a conv stored channels-last (passes/layout.h):
+      // operand, conv result and sum all in that layout.
+      if (!p.is_scalar && scalars_only_ && !is_residual(t, u->output())) return nullptr;
       if (p.operand_first && !p.is_scalar && (u->op() == Op::sub || u->op() == Op::div))
         return nullptr;
       p.operand = call_.operands.size();
@@ -206,7 +208,15 @@ private:
   LibraryCall& call_;
   std::unordered_set<const ir::Node*>& claimed_;
   Shape shape_;
-  bool scalars_only_ = false; // a conv: no tensor operands
+  /// Whether t, added to a conv result stored in a chosen layout, is a whole tensor in the
+  /// same layout, and so is the sum `r`.
+  bool is_residual(const ir::Value* t, const ir::Value* r) const {
+    return !layout_.empty() && t->type().sizes() == shape_ && t->type().strides() == layout_ &&
+           r->type().strides() == layout_;
+  }
+
+  bool scalars_only_ = false; // a conv: no tensor operands (but residuals in its layout)
+  Shape layout_;              // the anchor's result strides (empty: contiguous)
 };
 
 } // namespace
@@ -234,9 +244,13 @@ std::vector<LibraryCall> match_library_epilogues(const ir::Graph& g) {
     Matcher m(n, call, claimed);
     while (const ir::Value* next = m.step(y))
       y = next;
-    if (call.nodes.empty()) continue;
+    // A conv without an epilogue is a call of its own when its result is stored in a chosen
+    // layout (channels-last): the eager kernel gives contiguous results.
+    if (call.nodes.empty() && (n->op() != Op::conv2d || y->type().is_contiguous())) continue;
     call.output = y;
     call.epilogue.sizes = y->type().sizes();
+    if (!y->type().is_contiguous())
+      call.epilogue.strides.assign(y->type().strides().begin(), y->type().strides().end());
     call.epilogue.dtype = DType::f32;
     const ir::Value* w = n->input(1);
     while (w->producer() && w->producer()->schema().kind == OpKind::view)

@@ -82,6 +82,10 @@ Expected<void> constant_fold(ir::Graph& g, PassContext& ctx);
 /// of later nodes, so chains (x * 1 * 1, four negations, three transposes) simplify at once.
 Expected<void> canonicalize(ir::Graph& g, PassContext& ctx);
 
+/// passes/layout.h's assign_channels_last as a registered pass ("channels-last"; not in the
+/// default pipeline: code generation runs it after simplification, before fusion).
+Expected<void> channels_last(ir::Graph& g, PassContext& ctx);
+
 /// The simplification pipeline of a compiled graph, one straight list (passes/pipeline.cpp):
 /// canonicalize, constant-fold, common-subexpression-elimination, dead-code-elimination.
 PassManager default_pipeline();

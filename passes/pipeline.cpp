@@ -15,6 +15,8 @@ const std::vector<PassInfo>& registered_passes() {
       {"dead-code-elimination", "remove unused nodes and constants", dead_code_elimination},
       {"cse", "short for common-subexpression-elimination", common_subexpression_elimination},
       {"dce", "short for dead-code-elimination", dead_code_elimination},
+      {"channels-last", "store conv-net activations channels-last (NHWC) where oneDNN runs",
+       channels_last},
       {"fuse", "group nodes into kernels (leaves the graph; last; kiln opt --print=kernels)",
        [](ir::Graph& g, PassContext& ctx) -> Expected<void> {
          ctx.fusion = std::make_shared<const FusionResult>(fuse(g));

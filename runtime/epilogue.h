@@ -48,15 +48,18 @@ struct Epilogue {
   /// 3 (bias).
   size_t contraction_operands = 2;
   std::vector<PostOp> ops;
-  /// The result (the last op's output): contiguous.
+  /// The result (the last op's output): its sizes and layout (dense strides; empty for
+  /// contiguous, channels-last for a conv in a channels-last region).
   Shape sizes;
+  Shape strides;
   DType dtype = DType::f32;
   /// The weights (operand 1) are parameters of the compiled model: oneDNN may keep them
   /// reordered into its preferred layout, keyed by storage and version counter, so they are
   /// reordered once and again only after an in-place update.
   bool weights_are_parameters = false;
 
-  /// "gelu_erf, add %3": for logs and dumps.
+  /// "gelu_erf, add %3" ("no post-ops" for none), then ", result strides [...]" when the
+  /// result is not contiguous: for logs and dumps.
   std::string str() const;
 };
 
@@ -66,8 +69,8 @@ bool library_epilogues_available();
 
 /// Runs `op` (matmul or conv2d, with `attrs`) on the first ep.contraction_operands operands,
 /// then ep's ops, and returns the result: through one oneDNN primitive with post-ops when it
-/// can, else through dispatch op by op. With `out` (contiguous, of ep's sizes and dtype: a
-/// planned buffer), the result is written there and `*out` returned.
+/// can, else through dispatch op by op. The result has ep's sizes, dtype and layout; with
+/// `out` (such a tensor: a planned buffer), it is written there and `*out` returned.
 Tensor run_with_epilogue(Op op, const Attrs& attrs, std::span<const Tensor> operands,
                          const Epilogue& ep, const Tensor* out = nullptr);
 

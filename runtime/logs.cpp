@@ -35,9 +35,9 @@ bool names(const std::vector<std::string>& list, std::string_view artifact) {
 const std::vector<std::string>& known_logs() {
   // Every artifact some log_enabled / CompileOptions::logs test asks for (user-guide.md,
   // "Logs and dumps"); a new log is added here too, or its users are warned about it.
-  static const std::vector<std::string> known = {"graph",      "passes", "graph_breaks", "guards",
-                                                 "recompiles", "fusion", "lower",        "cache",
-                                                 "autotune",   "all"};
+  static const std::vector<std::string> known = {"graph",      "passes",   "graph_breaks", "guards",
+                                                 "recompiles", "fusion",   "layout",       "lower",
+                                                 "cache",      "autotune", "all"};
   return known;
 }
 

@@ -9,7 +9,7 @@
 namespace kiln {
 
 /// The artifacts KILN_LOGS knows: graph, passes, graph_breaks, guards, recompiles, fusion,
-/// lower, cache, and all.
+/// layout, lower, cache, and all.
 const std::vector<std::string>& known_logs();
 
 /// The names in a KILN_LOGS-style comma list that are not known_logs(), in list order.

@@ -32,6 +32,24 @@ void run_kernel(const Plan::KernelCall& k, std::span<const Tensor> operands,
   k.run(buffers.data());
 }
 
+/// A tensor of these sizes and dense strides (empty: contiguous) over `storage` from byte
+/// `offset`; over a fresh storage when null.
+Tensor strided_tensor(IntList sizes, IntList strides, DType dtype, std::shared_ptr<Storage> storage,
+                      size_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = Shape(sizes.begin(), sizes.end());
+  impl->strides =
+      strides.empty() ? contiguous_strides(sizes) : Shape(strides.begin(), strides.end());
+  impl->offset = static_cast<int64_t>(offset) / itemsize(dtype);
+  impl->dtype = dtype;
+  impl->device = Device::cpu();
+  impl->storage =
+      storage ? std::move(storage)
+              : std::make_shared<Storage>(static_cast<size_t>(numel_of(sizes) * itemsize(dtype)),
+                                          Device::cpu());
+  return Tensor(std::move(impl));
+}
+
 std::string mib(size_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
@@ -39,6 +57,13 @@ std::string mib(size_t bytes) {
 }
 
 } // namespace
+
+Tensor empty_with_layout(IntList sizes, IntList strides, DType dtype) {
+  if (strides.empty()) return kiln::empty(sizes, dtype);
+  KILN_ASSERT(is_dense(sizes, strides), "empty_with_layout: strides ", shape_str(strides),
+              " of sizes ", shape_str(sizes), " are not dense");
+  return strided_tensor(sizes, strides, dtype, nullptr, 0);
+}
 
 void Plan::KernelCall::run(char* const* buffers) const {
   if (rows <= grain || in_parallel_region()) {
@@ -110,15 +135,8 @@ void Plan::set_memory(std::vector<Placement> placement, MemoryPlan summary) {
 
 Tensor Plan::placed(size_t slot, const std::shared_ptr<Storage>& arena) const {
   const Placement& p = placement_[slot];
-  if (p.nbytes == 0 || !arena) return kiln::empty(p.sizes, p.dtype);
-  auto impl = std::make_shared<TensorImpl>();
-  impl->sizes = p.sizes;
-  impl->strides = contiguous_strides(p.sizes);
-  impl->offset = static_cast<int64_t>(p.offset) / itemsize(p.dtype);
-  impl->dtype = p.dtype;
-  impl->device = Device::cpu();
-  impl->storage = arena;
-  return Tensor(std::move(impl));
+  if (p.nbytes == 0 || !arena) return empty_with_layout(p.sizes, p.strides, p.dtype);
+  return strided_tensor(p.sizes, p.strides, p.dtype, arena, p.offset);
 }
 
 std::vector<Tensor> Plan::run(std::span<const Tensor> inputs) const {
@@ -143,9 +161,10 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs) const {
     if (st.kernel >= 0) {
       const KernelCall& k = kernels_[static_cast<size_t>(st.kernel)];
       for (size_t i = 0; i < st.results.size(); ++i)
-        slots[st.results[i]] = placement_[st.results[i]].planned
-                                   ? placed(st.results[i], arena)
-                                   : kiln::empty(k.outputs[i].sizes, k.outputs[i].dtype);
+        slots[st.results[i]] =
+            placement_[st.results[i]].planned
+                ? placed(st.results[i], arena)
+                : empty_with_layout(k.outputs[i].sizes, k.outputs[i].strides, k.outputs[i].dtype);
       run_kernel(k, operands, st.results, slots);
     } else if (st.epilogue) {
       Tensor out = placement_[st.results[0]].planned ? placed(st.results[0], arena) : Tensor();

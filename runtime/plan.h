@@ -29,6 +29,10 @@ namespace kiln {
 /// half-open range of rows to run.
 using KernelEntry = void (*)(char* const* buffers, int64_t row_begin, int64_t row_end);
 
+/// A fresh CPU tensor of these sizes and dense strides (empty: contiguous), uninitialised:
+/// the results the plan and library epilogues allocate in a chosen layout. Not traced.
+Tensor empty_with_layout(IntList sizes, IntList strides, DType dtype);
+
 class Plan {
 public:
   struct KernelCall {
@@ -37,8 +41,9 @@ public:
     int64_t grain = 1; // rows per parallel chunk; at most `grain` rows run on the caller
     int threads = 0;   // threads the rows may run on; 0: the pool's
     struct Output {
-      std::vector<int64_t> sizes; // contiguous
+      std::vector<int64_t> sizes;
       DType dtype = DType::f32;
+      std::vector<int64_t> strides = {}; // a dense layout; empty: contiguous
     };
     std::vector<Output> outputs;
     /// Runs the rows on these buffers: on the calling thread when they fit in one grain
@@ -88,7 +93,7 @@ public:
   struct Placement {
     bool planned = false;
     size_t offset = 0, nbytes = 0; // bytes
-    Shape sizes;                   // contiguous
+    Shape sizes, strides;          // strides: dense; empty: contiguous
     DType dtype = DType::f32;
   };
   /// Takes a memory plan (codegen::plan_memory): a placement per slot.

@@ -1,7 +1,10 @@
 // Shape arithmetic with overflow checks.
 #include "runtime/shape.h"
 
+#include <algorithm>
 #include <ostream>
+#include <utility>
+#include <vector>
 
 #include "runtime/error.h"
 
@@ -15,6 +18,34 @@ Shape contiguous_strides(IntList sizes) {
     s *= sizes[i] > 1 ? sizes[i] : 1;
   }
   return strides;
+}
+
+Shape channels_last_strides(IntList sizes) {
+  KILN_ASSERT(sizes.size() == 4, "channels-last strides of a ", sizes.size(), "-d shape");
+  const auto one = [](int64_t s) { return s > 1 ? s : 1; };
+  Shape strides(4);
+  strides[1] = 1;
+  strides[3] = one(sizes[1]);
+  strides[2] = strides[3] * one(sizes[3]);
+  strides[0] = strides[2] * one(sizes[2]);
+  return strides;
+}
+
+bool is_dense(IntList sizes, IntList strides) {
+  KILN_ASSERT(strides.size() == sizes.size(), "is_dense: ", strides.size(), " strides for ",
+              sizes.size(), " sizes");
+  std::vector<std::pair<int64_t, int64_t>> dims; // stride, size of the dims that move
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 0) return true;
+    if (sizes[i] != 1) dims.push_back({strides[i], sizes[i]});
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t expected = 1;
+  for (auto [stride, size] : dims) {
+    if (stride != expected) return false;
+    expected *= size;
+  }
+  return true;
 }
 
 int64_t checked_numel(IntList sizes, const char* op) {

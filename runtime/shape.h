@@ -54,6 +54,11 @@ private:
 
 /// Row-major strides of a contiguous tensor of these sizes.
 Shape contiguous_strides(IntList sizes);
+/// Channels-last (NHWC) strides of a 4-D [N, C, H, W] tensor: channels innermost, then W, H, N.
+Shape channels_last_strides(IntList sizes);
+/// True when strides describe a dense layout: a row-major layout of the dims in some order,
+/// so the elements fill exactly numel slots (size-1 dims may have any stride).
+bool is_dense(IntList sizes, IntList strides);
 /// Product of sizes; throws kiln::Error on a negative size or on overflow of int64.
 int64_t checked_numel(IntList sizes, const char* op = "tensor");
 /// numel without checks (sizes already validated).

@@ -69,19 +69,20 @@ std::unique_ptr<StaticPlan> StaticPlan::build(const Plan& plan, std::span<const 
     t[s] = inputs[k];
   }
   // A result of a kernel or library call: in the arena, a static output, or fresh per run.
-  auto result = [&](size_t s, const Shape& sizes, DType dtype) {
+  auto result = [&](size_t s, IntList sizes, IntList strides, DType dtype) {
     const Plan::Placement& pl = plan.placement(s);
     if (pl.planned && p.arena_) {
       fix(s, plan.placed(s, p.arena_));
     } else if (options.static_outputs) {
       // Unplanned results are the outputs and what outputs view: buffers of the plan.
-      fix(s, kiln::empty(sizes, dtype));
+      fix(s, empty_with_layout(sizes, strides, dtype));
       p.summary_.static_output_bytes += static_cast<size_t>(t[s].numel()) * itemsize(dtype);
     } else {
       p.slots_[s].source = Source::fresh;
-      p.slots_[s].sizes = sizes;
+      p.slots_[s].sizes = Shape(sizes.begin(), sizes.end());
+      p.slots_[s].strides = Shape(strides.begin(), strides.end());
       p.slots_[s].dtype = dtype;
-      t[s] = kiln::empty(sizes, dtype);
+      t[s] = empty_with_layout(sizes, strides, dtype);
     }
   };
   // A matmul or convolution with no epilogue (an eager step) is a library call too: its
@@ -101,7 +102,7 @@ std::unique_ptr<StaticPlan> StaticPlan::build(const Plan& plan, std::span<const 
     none.sizes = dispatched[0].sizes();
     none.dtype = DType::f32;
     const size_t r = st.results[0];
-    make_result(r, none.sizes, DType::f32);
+    make_result(r, none.sizes, IntList{}, DType::f32);
     std::unique_ptr<PreparedLibraryCall> lib =
         run_and_prepare(st.op, *st.attrs, in, none, slots[r]);
     if (!lib) p.slots_[r] = Slot{}; // the step stays eager: the view or tensor logic below
@@ -118,7 +119,7 @@ std::unique_ptr<StaticPlan> StaticPlan::build(const Plan& plan, std::span<const 
       const Plan::KernelCall& k = plan.kernels()[static_cast<size_t>(st.kernel)];
       bool empty = true;
       for (size_t i = 0; i < st.results.size(); ++i) {
-        result(st.results[i], k.outputs[i].sizes, k.outputs[i].dtype);
+        result(st.results[i], k.outputs[i].sizes, k.outputs[i].strides, k.outputs[i].dtype);
         empty = empty && t[st.results[i]].numel() == 0;
       }
       step.kind = Kind::kernel;
@@ -126,7 +127,7 @@ std::unique_ptr<StaticPlan> StaticPlan::build(const Plan& plan, std::span<const 
       step.buffers.resize(st.operands.size() + st.results.size());
       ++p.summary_.kernels;
     } else if (st.epilogue) {
-      result(st.results[0], st.epilogue->sizes, st.epilogue->dtype);
+      result(st.results[0], st.epilogue->sizes, st.epilogue->strides, st.epilogue->dtype);
       step.library = run_and_prepare(st.op, *st.attrs, operands, *st.epilogue, t[st.results[0]]);
       if (step.library) {
         step.kind = Kind::library;
@@ -202,6 +203,9 @@ std::unique_ptr<StaticPlan> StaticPlan::build(const Plan& plan, std::span<const 
     if (s.kind == Kind::view && p.slots_[s.step->results[0]].needs_tensor)
       p.slots_[s.step->operands[0]].needs_tensor = true;
   }
+  for (const Step& s : p.steps_)
+    if (s.kind == Kind::view && p.slots_[s.step->results[0]].source == Source::view)
+      p.slots_[s.step->operands[0]].viewed = true;
   for (size_t s = 0; s < n; ++s) {
     p.address_[s] = address_of(t[s]);
     if (p.slots_[s].source != Source::fixed) t[s] = Tensor();
@@ -234,7 +238,8 @@ void StaticPlan::fresh(size_t s) {
   if (slot.source != Source::fresh) return;
   // make_tensor rather than kiln::empty: the geometry is known, so nothing is inferred (which
   // would allocate on its own).
-  tensors_[s] = make_tensor(slot.sizes, slot.dtype);
+  tensors_[s] = slot.strides.empty() ? make_tensor(slot.sizes, slot.dtype)
+                                     : empty_with_layout(slot.sizes, slot.strides, slot.dtype);
   address_[s] = address_of(tensors_[s]);
 }
 
@@ -315,7 +320,7 @@ void StaticPlan::launch() {
     }
     }
     for (size_t r : st.release)
-      if (slots_[r].source != Source::fixed) tensors_[r] = Tensor();
+      if (slots_[r].source != Source::fixed && !slots_[r].viewed) tensors_[r] = Tensor();
   }
 }
 

@@ -85,8 +85,12 @@ private:
     size_t base = 0;     // view: the viewed slot
     ptrdiff_t delta = 0; // view: bytes from the base's address
     bool needs_tensor = false;
-    Shape sizes;   // fresh: the result's (contiguous); view: the view's
-    Shape strides; // view
+    /// A view's base (not fixed): kept to the end of the run, not released after its last
+    /// reader. A view slot without a tensor holds only an address into the base's storage,
+    /// which its own readers (a library call, a kernel) may use after the base's last read.
+    bool viewed = false;
+    Shape sizes;   // fresh: the result's; view: the view's
+    Shape strides; // fresh: the result's layout (empty: contiguous); view: the view's
     DType dtype = DType::f32;
     Tensor fixed; // fixed: a constant, an arena buffer or a static output
   };

@@ -95,12 +95,18 @@ std::vector<int64_t> reduction_dims(const ir::Node& n) {
 }
 
 Domain Domain::of(const ir::Node& n) {
-  if (op_traits(n.op()).is_fold()) return {true, n.input(0)->type().sizes(), reduction_dims(n)};
-  return {false, n.output()->type().sizes(), {}};
+  if (op_traits(n.op()).is_fold()) return {true, n.input(0)->type().sizes(), reduction_dims(n), {}};
+  return {false, n.output()->type().sizes(), {}, {}};
 }
 
 Shape Domain::outer() const {
-  if (!reduction) return shape;
+  if (!reduction && var_of.empty()) return shape;
+  if (!reduction) {
+    Shape o(shape.size());
+    for (size_t k = 0; k < shape.size(); ++k)
+      o[static_cast<size_t>(var_of[k])] = shape[k];
+    return o;
+  }
   Shape o;
   for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
     if (!std::binary_search(dims.begin(), dims.end(), d))
@@ -120,7 +126,7 @@ std::optional<IndexVec> Domain::canonical(const Shape& sizes) const {
     if (sizes != shape) return std::nullopt;
     IndexVec r;
     for (size_t k = 0; k < shape.size(); ++k)
-      r.push_back(var(static_cast<int>(k), shape[k]));
+      r.push_back(var(var_of.empty() ? static_cast<int>(k) : var_of[k], shape[k]));
     return r;
   }
   int n_outer = static_cast<int>(shape.size() - dims.size());

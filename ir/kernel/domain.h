@@ -44,11 +44,17 @@ struct Domain {
   bool reduction = false;
   Shape shape; // pointwise: the domain; reduction: S
   std::vector<int64_t> dims;
+  /// Pointwise, when lowering: the loop variable of each dim (a permutation; empty: dim k is
+  /// variable k). A group that stores a permuted dense layout (channels-last) iterates its
+  /// dims in memory order, so that the last variable, the vector one, moves along unit
+  /// stride.
+  std::vector<int> var_of;
   friend bool operator==(const Domain&, const Domain&) = default;
 
   /// The domain a single node iterates.
   static Domain of(const ir::Node& n);
-  /// The parallel (outer) extents: the shape, or S without the reduced dims.
+  /// The parallel (outer) extents: the shape (in var_of's order), or S without the reduced
+  /// dims.
   Shape outer() const;
   /// The reduced (inner) extents.
   Shape inner() const;

@@ -107,6 +107,15 @@ template <typename T> void pack(const Tensor& t, std::vector<T>& buf) {
   }
 }
 
+/// Whether t is a dense 4-D channels-last (NHWC) tensor that is not also contiguous.
+bool is_channels_last(const Tensor& t) {
+  if (t.dim() != 4 || t.is_contiguous()) return false;
+  const Shape cl = channels_last_strides(t.sizes());
+  for (int64_t d = 0; d < 4; ++d)
+    if (t.size(d) != 1 && t.stride(d) != cl[static_cast<size_t>(d)]) return false;
+  return true;
+}
+
 /// A pointer to t's elements in dense row-major order, packing into buf when needed.
 template <typename T> T* dense_data(const Tensor& t, std::vector<T>& buf) {
   if (t.is_contiguous()) return static_cast<T*>(t.raw_data());
@@ -133,6 +142,12 @@ bool conv_onednn(std::span<const Tensor> in, const ConvParams& p, Tensor& out,
                            p.pw,    p.dh,
                            p.dw,    p.groups,
                            has_bias};
+  // Channels-last source and destination are given to oneDNN as such (nhwc), so that a
+  // channels-last graph region runs without reorders; anything else is dense NCHW.
+  const bool src_nhwc = is_channels_last(in[0]);
+  const bool dst_nhwc = is_channels_last(out);
+  key.push_back(src_nhwc);
+  key.push_back(dst_nhwc);
   std::unordered_map<int, dnnl::memory> args;
   dnnl::post_ops po;
   const bool packable = ep && ep->weights_are_parameters;
@@ -141,25 +156,26 @@ bool conv_onednn(std::span<const Tensor> in, const ConvParams& p, Tensor& out,
     if (!kernels::onednn_post_ops(*ep, ep_operands, {p.n, p.o, p.oh, p.ow}, po, key, args))
       return false;
   }
-  const dnnl::memory::desc src_md({p.n, p.c, p.h, p.w}, dt, tag::nchw);
+  const dnnl::memory::desc src_md({p.n, p.c, p.h, p.w}, dt, src_nhwc ? tag::nhwc : tag::nchw);
   const dnnl::memory::desc w_md =
       p.groups > 1
           ? dnnl::memory::desc({p.groups, p.o / p.groups, p.cg, p.kh, p.kw}, dt, tag::goihw)
           : dnnl::memory::desc({p.o, p.cg, p.kh, p.kw}, dt, tag::oihw);
   const dnnl::memory::desc b_md({p.o}, dt, tag::x);
-  const dnnl::memory::desc dst_md({p.n, p.o, p.oh, p.ow}, dt, tag::nchw);
+  const dnnl::memory::desc dst_md({p.n, p.o, p.oh, p.ow}, dt, dst_nhwc ? tag::nhwc : tag::nchw);
   auto prim = kernels::cached_primitive(key, [&] {
     // oneDNN counts dilation from 0; equal right padding reproduces PyTorch's floor output size.
     const dims strides{p.sh, p.sw}, dil{p.dh - 1, p.dw - 1}, pad{p.ph, p.pw};
     using fwd = dnnl::convolution_forward;
     const auto kind = dnnl::prop_kind::forward_inference;
     const auto algo = dnnl::algorithm::convolution_direct;
-    // Layouts are oneDNN's choice (blocked ones give its direct JIT convolutions; plain
-    // NCHW leaves only im2col + GEMM); the arguments are reordered to and from them per call
-    // (parameter weights with an epilogue: once per version).
-    const dnnl::memory::desc src_any({p.n, p.c, p.h, p.w}, dt, tag::any);
+    // NCHW layouts are oneDNN's choice (blocked or nhwc ones give its direct JIT
+    // convolutions; plain NCHW leaves only im2col + GEMM): the arguments are reordered to
+    // and from them per call. Channels-last ones are kept. Weights are always oneDNN's
+    // choice (parameter weights with an epilogue are reordered once per version).
+    const dnnl::memory::desc src_any({p.n, p.c, p.h, p.w}, dt, src_nhwc ? tag::nhwc : tag::any);
     const dnnl::memory::desc w_any(w_md.dims(), dt, tag::any);
-    const dnnl::memory::desc dst_any({p.n, p.o, p.oh, p.ow}, dt, tag::any);
+    const dnnl::memory::desc dst_any({p.n, p.o, p.oh, p.ow}, dt, dst_nhwc ? tag::nhwc : tag::any);
     fwd::desc d = has_bias
                       ? fwd::desc(kind, algo, src_any, w_any, b_md, dst_any, strides, dil, pad, pad)
                       : fwd::desc(kind, algo, src_any, w_any, dst_any, strides, dil, pad, pad);
@@ -176,7 +192,8 @@ bool conv_onednn(std::span<const Tensor> in, const ConvParams& p, Tensor& out,
   if (!prim) return false;
   std::vector<T> x_buf, w_buf, b_buf;
   const auto& eng = kernels::onednn_engine();
-  args.emplace(DNNL_ARG_SRC, dnnl::memory(src_md, eng, dense_data(in[0], x_buf)));
+  args.emplace(DNNL_ARG_SRC,
+               dnnl::memory(src_md, eng, src_nhwc ? in[0].raw_data() : dense_data(in[0], x_buf)));
   args.emplace(DNNL_ARG_WEIGHTS, dnnl::memory(w_md, eng, dense_data(in[1], w_buf)));
   args.emplace(DNNL_ARG_DST, dnnl::memory(dst_md, eng, out.raw_data()));
   if (has_bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(b_md, eng, dense_data(in[2], b_buf)));
@@ -221,7 +238,8 @@ namespace kiln::kernels {
 bool conv2d_with_post_ops(std::span<const Tensor> operands, const Attrs& attrs, const Epilogue& ep,
                           Tensor& out) {
   std::span<const Tensor> in = operands.first(ep.contraction_operands);
-  if (out.dtype() != DType::f32 || !out.is_contiguous() || in[0].numel() == 0 || out.numel() == 0)
+  if (out.dtype() != DType::f32 || (!out.is_contiguous() && !ops::is_channels_last(out)) ||
+      in[0].numel() == 0 || out.numel() == 0)
     return false;
   for (const Tensor& t : in)
     if (t.dtype() != DType::f32) return false;

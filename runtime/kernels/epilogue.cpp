@@ -6,6 +6,7 @@
 #include "runtime/kernels/onednn.h"
 #include "runtime/ops.h"
 #include "runtime/ops/dispatch.h"
+#include "runtime/plan.h"
 
 namespace kiln {
 
@@ -34,6 +35,8 @@ std::string Epilogue::str() const {
     if (!s.empty()) s += ", ";
     s += op.str();
   }
+  if (s.empty()) s = "no post-ops";
+  if (!strides.empty()) s += ", result strides " + shape_str(strides);
   return s;
 }
 
@@ -61,7 +64,7 @@ Tensor run_with_epilogue(Op op, const Attrs& attrs, std::span<const Tensor> oper
               operands.size(), " operands for a contraction of ", ep.contraction_operands);
 #ifdef KILN_HAVE_ONEDNN
   if (library_takes(op, operands, ep)) {
-    Tensor dst = out ? *out : kiln::empty(ep.sizes);
+    Tensor dst = out ? *out : empty_with_layout(ep.sizes, ep.strides, ep.dtype);
     if (op == Op::matmul ? kernels::matmul_with_post_ops(operands, ep, dst)
                          : kernels::conv2d_with_post_ops(operands, attrs, ep, dst))
       return dst;
@@ -83,8 +86,8 @@ Tensor run_with_epilogue(Op op, const Attrs& attrs, std::span<const Tensor> oper
     }
     }
   }
-  if (!out) return y;
-  Tensor dst = *out;
+  if (!out && ep.strides.empty()) return y;
+  Tensor dst = out ? *out : empty_with_layout(ep.sizes, ep.strides, ep.dtype);
   dispatch(Op::copy, std::span<const Tensor>(&y, 1), {}, std::span<Tensor>(&dst, 1));
   return dst;
 }

@@ -339,11 +339,17 @@ namespace {
 
 /// The memory desc of a binary post-op operand t for a destination of dims `dst` that holds
 /// the logical result `shape` (dst is shape itself, or shape with its leading dims folded
-/// into rows); nullopt when t does not broadcast to it in a form oneDNN reads.
+/// into rows); nullopt when t does not broadcast to it in a form oneDNN reads. A strided t
+/// is read as it lies when it is the whole result in `layout` (the destination's chosen
+/// dense strides: a residual stored channels-last beside a channels-last conv result).
 std::optional<dnnl::memory::desc> binary_desc(const Tensor& t, const Shape& shape,
-                                              const dnnl::memory::dims& dst) {
-  if (t.dtype() != DType::f32 || !t.is_contiguous() || t.dim() > static_cast<int64_t>(shape.size()))
-    return std::nullopt;
+                                              const Shape& layout, const dnnl::memory::dims& dst) {
+  if (t.dtype() != DType::f32 || t.dim() > static_cast<int64_t>(shape.size())) return std::nullopt;
+  if (!t.is_contiguous()) {
+    if (layout.empty() || t.sizes() != shape || t.strides() != layout || dst.size() != shape.size())
+      return std::nullopt;
+    return dnnl::memory::desc(dst, dnnl::memory::data_type::f32, onednn_strides(t));
+  }
   const size_t rank = shape.size();
   Shape ts(rank, 1); // t's sizes, right-aligned to shape
   for (int64_t d = 0; d < t.dim(); ++d)
@@ -435,7 +441,7 @@ bool onednn_post_ops(const Epilogue& ep, std::span<const Tensor> operands,
       case Op::div: a = algo::binary_div; break;
       default: return false;
       }
-      auto md = binary_desc(operands[op.operand], ep.sizes, dst_dims);
+      auto md = binary_desc(operands[op.operand], ep.sizes, ep.strides, dst_dims);
       if (!md) return false;
       items.push_back({a, 0.f, 0.f, md, &operands[op.operand]});
       break;
@@ -458,6 +464,7 @@ bool onednn_post_ops(const Epilogue& ep, std::span<const Tensor> operands,
     po.append_binary(it.a, *it.md);
     for (int64_t d : it.md->dims())
       key.push_back(d);
+    key.push_back(it.operand->is_contiguous() ? 0 : 1); // else in the destination's layout
     args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(index)) | DNNL_ARG_SRC_1,
                  dnnl::memory(*it.md, onednn_engine(), it.operand->raw_data()));
   }
@@ -467,7 +474,8 @@ bool onednn_post_ops(const Epilogue& ep, std::span<const Tensor> operands,
 std::vector<Tensor> dense_post_operands(std::span<const Tensor> operands, const Epilogue& ep) {
   std::vector<Tensor> dense(operands.begin(), operands.end());
   for (const PostOp& op : ep.ops)
-    if (op.kind == PostOp::Kind::binary && !op.is_scalar && !dense[op.operand].is_contiguous())
+    if (op.kind == PostOp::Kind::binary && !op.is_scalar && !dense[op.operand].is_contiguous() &&
+        (ep.strides.empty() || dense[op.operand].strides() != ep.strides))
       dense[op.operand] = dense[op.operand].contiguous();
   return dense;
 }

@@ -83,7 +83,8 @@ bool onednn_post_ops(const Epilogue& ep, std::span<const Tensor> operands,
                      std::vector<int64_t>& key, std::unordered_map<int, dnnl::memory>& args);
 
 /// The operands with each binary post-op's tensor made contiguous (a strided one, such as a
-/// gate's column, is copied): onednn_post_ops reads them in plain layouts. Keep the result
+/// gate's column, is copied) unless it lies in the result's chosen layout (ep.strides):
+/// onednn_post_ops reads them in plain layouts or in that one. Keep the result
 /// alive until the primitive has run.
 std::vector<Tensor> dense_post_operands(std::span<const Tensor> operands, const Epilogue& ep);
 

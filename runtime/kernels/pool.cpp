@@ -65,21 +65,39 @@ void kernel_max_pool2d(std::span<const Tensor> in, const Attrs& a, std::span<Ten
   visit_dtype(y.dtype(), [&](auto tag) {
     using T = decltype(tag);
     using C = compute_t<T>;
+    // Each output's window clipped to the input once per row and column (padding never
+    // wins: it is -inf, the lowest value for integers), and the fold as a select, not a
+    // branch: random data mispredicts half the compares of a branchy max.
+    std::vector<int64_t> ky0(static_cast<size_t>(oh)), ky1(static_cast<size_t>(oh));
+    std::vector<int64_t> kx0(static_cast<size_t>(ow)), kx1(static_cast<size_t>(ow));
+    auto clip = [](int64_t o, int64_t s, int64_t p, int64_t d, int64_t k, int64_t n, int64_t& lo,
+                   int64_t& hi) {
+      lo = 0;
+      while (lo < k && o * s - p + lo * d < 0)
+        ++lo;
+      hi = lo;
+      while (hi < k && o * s - p + hi * d < n)
+        ++hi;
+    };
+    for (int64_t oy = 0; oy < oh; ++oy)
+      clip(oy, sh, ph, dh, kh, x.size(-2), ky0[static_cast<size_t>(oy)],
+           ky1[static_cast<size_t>(oy)]);
+    for (int64_t ox = 0; ox < ow; ++ox)
+      clip(ox, sw, pw, dw, kw, x.size(-1), kx0[static_cast<size_t>(ox)],
+           kx1[static_cast<size_t>(ox)]);
     for_each_plane<T>(x, y, oh * ow * kh * kw, [&](const Planes& pl, const T* src, T* dst) {
       for (int64_t oy = 0; oy < oh; ++oy) {
         for (int64_t ox = 0; ox < ow; ++ox) {
-          // Padding never wins: it is -inf (the lowest value for integers).
           C best = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity()
                                                         : std::numeric_limits<C>::lowest();
-          for (int64_t ky = 0; ky < kh; ++ky) {
-            const int64_t iy = oy * sh - ph + ky * dh;
-            if (iy < 0 || iy >= pl.h) continue;
-            for (int64_t kx = 0; kx < kw; ++kx) {
-              const int64_t ix = ox * sw - pw + kx * dw;
-              if (ix < 0 || ix >= pl.w) continue;
-              const C v = static_cast<C>(src[iy * pl.stride_h + ix * pl.stride_w]);
+          for (int64_t ky = ky0[static_cast<size_t>(oy)]; ky < ky1[static_cast<size_t>(oy)]; ++ky) {
+            const T* row = src + (oy * sh - ph + ky * dh) * pl.stride_h;
+            for (int64_t kx = kx0[static_cast<size_t>(ox)]; kx < kx1[static_cast<size_t>(ox)];
+                 ++kx) {
+              const C v = static_cast<C>(row[(ox * sw - pw + kx * dw) * pl.stride_w]);
               // PyTorch's rule: a NaN replaces the maximum, and nothing compares above NaN.
-              if (v > best || is_nan(v)) best = v;
+              const C m = v > best ? v : best;
+              best = is_nan(v) ? v : m;
             }
           }
           dst[oy * ow + ox] = static_cast<T>(best);
