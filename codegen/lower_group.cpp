@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "codegen/schedule.h"
 #include "ir/kernel/domain.h"
 #include "runtime/error.h"
 #include "runtime/ops.h"
@@ -260,9 +261,13 @@ private:
   /// An expensive value a reduce loop computed at this very index, needed again by the map
   /// loop while it computes the output it stores at that index (softmax's exp(x - max)): the
   /// reduce loop stores it into that output's buffer and the map loop loads it back, instead
-  /// of computing it twice. The load comes before the output's own store at the index.
+  /// of computing it twice. The load comes before the output's own store at the index. Not
+  /// into an output of kStreamBytes or more: its stores are streamed past the caches
+  /// (Schedule::stream), so the load would go to memory; computing again costs less.
   std::optional<int> stashed(const ir::Value* v, const IndexVec& idx, const std::string& k) {
     if (current_loop_ < 0 || k_.loops[static_cast<size_t>(current_loop_)].kind != Loop::Kind::map)
+      return std::nullopt;
+    if (storing_ && storing_->type().numel() * itemsize(storing_->type().dtype()) >= kStreamBytes)
       return std::nullopt;
     auto it = in_reduce_loop_.find(k);
     const ir::Node* p = v->producer();

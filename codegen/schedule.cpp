@@ -32,6 +32,7 @@ std::string Schedule::str() const {
   if (tile != 1) s += " tile=" + std::to_string(tile);
   if (jam != 1) s += " jam=" + std::to_string(jam);
   if (threads > 0) s += " threads=" + std::to_string(threads);
+  if (stream) s += " stream=1";
   return s;
 }
 
@@ -80,9 +81,12 @@ Expected<Schedule> parse_schedule(std::string_view text) {
     } else if (key == "threads") {
       if (n > 1024) return bad(item, "is more than 1024");
       s.threads = static_cast<int>(n);
+    } else if (key == "stream") {
+      if (n > 1) return bad(item, "is not 0 or 1");
+      s.stream = n == 1;
     } else {
       return bad(item, "has an unknown key (keys: vector, lanes, unroll, block, grain, tile, jam, "
-                       "threads)");
+                       "threads, stream)");
     }
   }
   return s;
@@ -286,6 +290,10 @@ Schedule choose_schedule(const Kernel& k, int vector_bytes, const ScheduleOverri
     s.tile = 64;
     s.block = std::min<int64_t>(64, (k.outer.back() + s.lanes - 1) / s.lanes * s.lanes);
   }
+  int64_t out_bytes = 0;
+  for (const auto& b : k.buffers)
+    if (b.output) out_bytes += b.extent * itemsize(b.dtype);
+  s.stream = s.vector != Schedule::Vector::none && out_bytes >= kStreamBytes;
   int64_t work = s.tile * s.block * std::max<int64_t>(inner, 1);
   s.grain = std::max<int64_t>(1, (kParallelGrain + work - 1) / std::max<int64_t>(work, 1));
   if (fixed.grain > 0) s.grain = fixed.grain;

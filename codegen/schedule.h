@@ -40,6 +40,10 @@ struct Schedule {
   int64_t grain = 1;
   /// Threads the rows may run on; 0: the pool's count.
   int threads = 0;
+  /// Unit-stride vector stores to output buffers bypass the caches (non-temporal stores, a
+  /// store fence at the end): an output far larger than the caches is not read back before
+  /// it leaves them, and a plain store first reads every line it writes.
+  bool stream = false;
 
   /// Rows of a kernel: the outer points but the last dim, times the blocks of the last.
   int64_t rows(const ir::kernel::Kernel& k) const;
@@ -49,7 +53,8 @@ struct Schedule {
 /// Parses Schedule::str()'s form, "vector=inner lanes=8 unroll=4 block=1 grain=16" (space-
 /// separated KEY=VALUE in any order; a field not given keeps Schedule's default): vector none,
 /// outer or inner; lanes 1, 2, 4, 8 or 16; unroll 1..16; block, tile and grain >= 1;
-/// threads >= 0; jam 1..16. str() names tile and jam only when they are not 1.
+/// threads >= 0; jam 1..16; stream 0 or 1. str() names tile and jam only when they are not
+/// 1, stream only when set.
 /// The error names the text and the bad field.
 Expected<Schedule> parse_schedule(std::string_view text);
 
@@ -83,6 +88,11 @@ ScheduleOverride parse_schedule_override(std::string_view text);
 /// KILN_SCHEDULE's text ("" when unset).
 std::string schedule_override_env();
 
+/// Output bytes from which a kernel streams its stores (Schedule::stream), and its lowering
+/// computes a value again rather than stash it in such an output to load back: the output
+/// would not stay in the caches until the consumer reads it.
+inline constexpr int64_t kStreamBytes = int64_t{16} << 20;
+
 /// Whether k loads along its last outer variable with a stride and along the one before it with
 /// unit stride (a transpose): the heuristic tiles such kernels, and max_autotune tries tiles.
 bool transposed_loads(const ir::kernel::Kernel& k);
@@ -97,7 +107,8 @@ bool shared_row_loads(const ir::kernel::Kernel& k);
 /// vectors per step for reductions over a leading dim; a 4 x 2-vector register tile in 32 x
 /// 64-point tiles for contractions (shared_row_loads); 64 x 64 tiles for pointwise kernels
 /// that read a transpose (transposed_loads); chunks of at least kParallelGrain element
-/// operations; then the override's fields.
+/// operations; streamed stores when the outputs hold at least kStreamBytes; then the
+/// override's fields.
 Schedule choose_schedule(const ir::kernel::Kernel& k, int vector_bytes,
                          const ScheduleOverride& fixed = {});
 

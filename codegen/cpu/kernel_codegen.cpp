@@ -164,6 +164,9 @@ public:
         block_of_j();
       });
     });
+    // Non-temporal stores are weakly ordered: a full fence makes them visible before the
+    // rows are reported done (another thread reads them next).
+    if (streamed_) b_.CreateFence(llvm::AtomicOrdering::SequentiallyConsistent);
     b_.CreateRetVoid();
   }
 
@@ -382,12 +385,42 @@ private:
   }
   static uint64_t itemsize_align(DType t) { return static_cast<uint64_t>(itemsize(t)); }
 
+  /// A non-temporal store of v (`bytes` wide) where `at` is aligned to the width of the
+  /// stores it becomes (at most a 64-byte register each), as the instruction requires (a
+  /// row's start need not be), else a plain one. The branch goes the same way along a row.
+  void stream_store(llvm::Value* v, llvm::Value* at, uint64_t bytes, uint64_t align) {
+    bytes = std::min<uint64_t>(bytes, 64);
+    llvm::Function* f = b_.GetInsertBlock()->getParent();
+    llvm::LLVMContext& ctx = b_.getContext();
+    auto* aligned_bb = llvm::BasicBlock::Create(ctx, "nt", f);
+    auto* plain_bb = llvm::BasicBlock::Create(ctx, "plain", f);
+    auto* done_bb = llvm::BasicBlock::Create(ctx, "stored", f);
+    llvm::Value* low =
+        b_.CreateAnd(b_.CreatePtrToInt(at, b_.getInt64Ty()), c64(static_cast<int64_t>(bytes - 1)));
+    b_.CreateCondBr(b_.CreateICmpEQ(low, c64(0)), aligned_bb, plain_bb);
+    b_.SetInsertPoint(aligned_bb);
+    llvm::StoreInst* nt = b_.CreateAlignedStore(v, at, llvm::Align(bytes));
+    nt->setMetadata(llvm::LLVMContext::MD_nontemporal,
+                    llvm::MDNode::get(ctx, {llvm::ConstantAsMetadata::get(b_.getInt32(1))}));
+    b_.CreateBr(done_bb);
+    b_.SetInsertPoint(plain_bb);
+    b_.CreateAlignedStore(v, at, llvm::Align(align));
+    b_.CreateBr(done_bb);
+    b_.SetInsertPoint(done_bb);
+    streamed_ = true;
+  }
+
   void store(const Instr& in, llvm::Value* v, int lanes) {
     const int vv = vector_var_;
     v = to_memory(splat(v, lanes), in.dtype, lanes);
     if (lanes > 1 && in.index.uses(vv) && in.index.affine_in(vv) && in.index.coefficient(vv) == 1) {
-      b_.CreateAlignedStore(v, address(in.buffer, index_scalar(in.index), in.dtype),
-                            llvm::Align(itemsize_align(in.dtype)));
+      llvm::Value* at = address(in.buffer, index_scalar(in.index), in.dtype);
+      const uint64_t bytes = itemsize_align(in.dtype) * static_cast<uint64_t>(lanes);
+      if (s_.stream && bytes >= 16 && (bytes & (bytes - 1)) == 0) {
+        stream_store(v, at, bytes, itemsize_align(in.dtype));
+        return;
+      }
+      b_.CreateAlignedStore(v, at, llvm::Align(itemsize_align(in.dtype)));
       return;
     }
     if (lanes > 1 && in.index.uses(vv)) {
@@ -885,6 +918,7 @@ private:
   llvm::IRBuilder<> b_;
   const Kernel& k_;
   const Schedule& s_;
+  bool streamed_ = false; // a non-temporal store was emitted
   const HostTarget& target_;
   const bool out_of_line_math_;
   ReusePlan reuse_;

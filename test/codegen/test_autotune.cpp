@@ -229,6 +229,60 @@ TEST_CASE("every autotune candidate computes what the heuristic's schedule compu
   }
 }
 
+TEST_CASE("streamed stores compute the bits plain stores do, on aligned and unaligned outputs",
+          "[autotune][stream]") {
+  for (const char* program : kPrograms)
+    for (const Kernel& k : kernels_of(program, "f32")) {
+      INFO(k.str());
+      const std::vector<Tensor> in = inputs_of(k);
+      Schedule plain = codegen::choose_schedule(k, host().vector_bytes());
+      plain.stream = false;
+      Schedule streamed = plain;
+      streamed.stream = true;
+      Kernel a = k, b = k;
+      a.name += "_plain";
+      b.name += "_stream";
+      const std::vector<Kernel> both{a, b};
+      const std::vector<Schedule> schedules{plain, streamed};
+      Expected<std::string> object = host().compile(both, schedules);
+      REQUIRE(object);
+      Expected<codegen::LoadedCode> code = host().load(*object, both);
+      REQUIRE(code);
+      const std::vector<Tensor> want = run(k, code->entries[0], plain, in);
+      // Outputs from a 64-byte aligned start (non-temporal stores), then from 4 bytes past
+      // one (every vector store unaligned: the plain path).
+      for (int64_t shift : {0, 1}) {
+        INFO("output shifted by " << shift << " elements");
+        std::vector<Tensor> buffers;
+        std::vector<char*> pointers;
+        for (size_t i = 0; i < k.buffers.size(); ++i) {
+          const ir::kernel::Buffer& buf = k.buffers[i];
+          buffers.push_back(buf.output
+                                ? zeros({std::max<int64_t>(buf.extent, 1) + shift}, buf.dtype)
+                                : in[i].to(buf.dtype).contiguous());
+          pointers.push_back(static_cast<char*>(buffers.back().raw_data()) +
+                             (buf.output ? shift * itemsize(buf.dtype) : 0));
+        }
+        Plan::KernelCall call;
+        call.entry = code->entries[1];
+        call.rows = streamed.rows(k);
+        call.grain = streamed.grain;
+        call.run(pointers.data());
+        size_t o = 0;
+        for (size_t i = 0; i < k.buffers.size(); ++i) {
+          if (!k.buffers[i].output) continue;
+          const Tensor got = buffers[i].slice(0, shift, shift + want[o].numel());
+          REQUIRE(std::memcmp(got.contiguous().raw_data(), want[o].raw_data(),
+                              static_cast<size_t>(want[o].numel()) * want[o].itemsize()) == 0);
+          ++o;
+        }
+      }
+    }
+  // The heuristic streams only outputs of kStreamBytes or more.
+  const std::vector<Kernel> small = kernels_of(kPrograms[0], "f32");
+  CHECK_FALSE(codegen::choose_schedule(small[0], host().vector_bytes()).stream);
+}
+
 TEST_CASE("the autotune database answers a second search, and corrupt or foreign entries miss",
           "[autotune]") {
   kiln::testing::TempDir dir("kiln_autotune");

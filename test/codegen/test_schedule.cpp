@@ -76,6 +76,7 @@ TEST_CASE("schedule text: Schedule::str() parses back, and a bad field is named"
   s.tile = 5;
   s.jam = 3;
   s.threads = 2;
+  s.stream = true;
   Expected<Schedule> p = codegen::parse_schedule(s.str());
   REQUIRE(p);
   CHECK(p->str() == s.str());
@@ -97,7 +98,8 @@ TEST_CASE("schedule text: Schedule::str() parses back, and a bad field is named"
   CHECK(error("tile=0") == "schedule 'tile=0': 'tile=0' is not at least 1");
   CHECK(error("jam=17") == "schedule 'jam=17': 'jam=17' is not in 1..16");
   CHECK(error("speed=2") == "schedule 'speed=2': 'speed=2' has an unknown key (keys: vector, "
-                            "lanes, unroll, block, grain, tile, jam, threads)");
+                            "lanes, unroll, block, grain, tile, jam, threads, stream)");
+  CHECK(error("stream=2") == "schedule 'stream=2': 'stream=2' is not 0 or 1");
 }
 
 TEST_CASE("schedule check: vector code needs its variable, and inner vector code no argmax") {
