@@ -63,7 +63,7 @@ ReusePlan plan_reuse(const Kernel& k, int min_repeated) {
   vns.vn_.assign(n, -1);
   std::vector<int> loop_of(n, -1); // the item index of the loop an instruction is in
   int epoch = 0;
-  int repeated = 0, in_loops = 0;
+  int repeated = 0, in_loops = 0, costly = 0;
   std::unordered_map<int, int> first_loop; // value number -> first loop computing it
   for (size_t item = 0; item < k.items.size(); ++item) {
     const auto& it = k.items[item];
@@ -81,11 +81,15 @@ ReusePlan plan_reuse(const Kernel& k, int min_repeated) {
       stores = stores || k.instrs[i].kind == Instr::Kind::store;
       ++in_loops;
       auto [f, inserted] = first_loop.try_emplace(vns.vn_[i], static_cast<int>(item));
-      if (!inserted && f->second != static_cast<int>(item)) ++repeated;
+      if (!inserted && f->second != static_cast<int>(item)) {
+        ++repeated;
+        const Instr& in = k.instrs[i];
+        if (in.kind == Instr::Kind::op && op_traits(in.op).costly) ++costly;
+      }
     }
     if (stores) ++epoch;
   }
-  if (repeated < min_repeated || 2 * repeated < in_loops) return plan;
+  if (costly == 0 && (repeated < min_repeated || 2 * repeated < in_loops)) return plan;
 
   plan.enabled = true;
   plan.compute.assign(n, true);

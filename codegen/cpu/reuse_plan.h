@@ -33,8 +33,10 @@ struct ReusePlan {
 
 /// The plan for `k`: values (ops and casts, bool aside) a loop computes that a later loop
 /// computes again with the same operands are stashed, and the later loop computes only what
-/// it cannot load. Enabled when at least `min_repeated` of the loops' instructions (and at
-/// least half of them) repeat an earlier loop's value.
+/// it cannot load. Enabled when a costly op (ops.def traits: exp, tanh, ...) repeats an
+/// earlier loop's value (softmax's exp(x - max) when its output is too large to stash it in:
+/// lower_group.cpp), or when at least `min_repeated` of the loops' instructions (and at least
+/// half of them) do.
 ReusePlan plan_reuse(const ir::kernel::Kernel& k, int min_repeated = 64);
 
 } // namespace kiln::codegen::cpu

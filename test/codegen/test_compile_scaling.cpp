@@ -193,10 +193,42 @@ TEST_CASE("compile-time measures give the plain code's results bit for bit", "[c
 }
 
 TEST_CASE("the reuse plan leaves kernels that recompute little alone", "[codegen]") {
+  // One softmax of x * 2: its exp is stashed by the lowering already, and what each loop
+  // computes again (a load and a multiply) costs less than a stash.
   Lowered l;
-  lower(chain_program(2), 16, l); // one softmax: its exp is stashed by the lowering already
-  for (const Kernel& k : l.kernels)
-    CHECK_FALSE(plan_reuse(k).enabled);
+  lower(R"(graph @g {
+  %x : f32[5,37] = input "x"
+  %c : f32[] = full() {sizes = [], value = 2.0, dtype = f32}
+  %y : f32[5,37] = mul(%x, %c)
+  %m : f32[5,1] = amax(%y) {dims = [1], keepdim = true}
+  %d : f32[5,37] = sub(%y, %m)
+  %e : f32[5,37] = exp(%d)
+  %s : f32[5,1] = sum(%e) {dims = [-1], keepdim = true, dtype = f32}
+  %p : f32[5,37] = div(%e, %s)
+  return %p
+})",
+        16, l);
+  REQUIRE(l.kernels.size() == 1);
+  CHECK_FALSE(plan_reuse(l.kernels.front()).enabled);
+}
+
+TEST_CASE("the reuse plan stashes a costly op each loop computes again", "[codegen]") {
+  // tanh, then a softmax: both reduce loops compute tanh(x) (the map loop loads exp back
+  // from the output).
+  Lowered l;
+  lower(chain_program(2), 16, l);
+  REQUIRE(l.kernels.size() == 1);
+  const Kernel& k = l.kernels.front();
+  ReusePlan p = plan_reuse(k);
+  REQUIRE(p.enabled);
+  int tanhs = 0, computed_tanhs = 0;
+  for (size_t i = 0; i < k.instrs.size(); ++i)
+    if (k.instrs[i].kind == kiln::ir::kernel::Instr::Kind::op && k.instrs[i].op == kiln::Op::tanh) {
+      ++tanhs;
+      computed_tanhs += p.compute[i] ? 1 : 0;
+    }
+  CHECK(tanhs == 2);
+  CHECK(computed_tanhs == 1);
 }
 
 TEST_CASE("the reuse plan computes each value of a long chain once per row", "[codegen]") {
