@@ -40,9 +40,11 @@ struct Schedule {
   int64_t grain = 1;
   /// Threads the rows may run on; 0: the pool's count.
   int threads = 0;
-  /// Unit-stride vector stores to output buffers bypass the caches (non-temporal stores, a
-  /// store fence at the end): an output far larger than the caches is not read back before
-  /// it leaves them, and a plain store first reads every line it writes.
+  /// The kernel's data streams through memory: unit-stride vector stores to output buffers
+  /// bypass the caches (non-temporal stores, a fence at the end), since an output far larger
+  /// than the caches is not read back before it leaves them and a plain store first reads
+  /// every line it writes; and a row's second inner loop prefetches what its first loads,
+  /// one row on, so that the memory works while later loops compute from L1.
   bool stream = false;
 
   /// Rows of a kernel: the outer points but the last dim, times the blocks of the last.

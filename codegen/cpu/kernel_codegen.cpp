@@ -71,6 +71,11 @@ public:
         out_of_line_math_(out_of_line_math), reuse_(std::move(reuse)) {}
 
   void run() {
+    for (const auto& it : k_.items)
+      if (it.instr < 0) {
+        (first_loop_ ? second_loop_ : first_loop_) = &k_.loops[static_cast<size_t>(it.loop)];
+        if (second_loop_) break;
+      }
     auto* i64 = b_.getInt64Ty();
     auto* ptr = b_.getPtrTy();
     auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64, i64}, false);
@@ -759,6 +764,35 @@ private:
   }
   DType arg_dtype(const Instr& in) { return k_.instrs[static_cast<size_t>(in.args[0])].dtype; }
 
+  /// Streamed kernels (Schedule::stream) prefetch, in a row's second inner loop, what the
+  /// first loads along the vector variable one row on: the first loop reads the row from
+  /// memory, the later ones from L1 (softmax's exp, layer norm's normalising pass), and the
+  /// memory would idle meanwhile. One prefetch per 64 bytes of the loop's step; past the
+  /// last row it fetches nothing of use, and a prefetch never faults.
+  void prefetch_next_row(int lanes) {
+    if (!s_.stream) return;
+    const int vv = vector_var_;
+    const int row = static_cast<int>(k_.outer.size()) - 1;
+    if (row < 0) return;
+    for (int id : first_loop_->body) {
+      const Instr& in = k_.instrs[static_cast<size_t>(id)];
+      if (in.kind != Instr::Kind::load || !in.index.uses(vv) || !in.index.affine_in(vv) ||
+          in.index.coefficient(vv) != 1 || !in.index.affine_in(row))
+        continue;
+      const int64_t step = in.index.coefficient(row);
+      const int64_t bytes = static_cast<int64_t>(lanes) * itemsize(in.dtype);
+      if (step == 0) continue;
+      // Not an inbounds address: the next row of the last one lies past the buffer.
+      llvm::Value* at = b_.CreateGEP(memory_type(in.dtype), base_[static_cast<size_t>(in.buffer)],
+                                     b_.CreateAdd(index_scalar(in.index), c64(step)));
+      for (int64_t off = 0; off < bytes; off += 64) {
+        llvm::Value* p = b_.CreateGEP(b_.getInt8Ty(), at, c64(off));
+        b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {p->getType()},
+                           {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+      }
+    }
+  }
+
   void emit_loop(const Loop& l, int outer_lanes, std::vector<Values>& copies) {
     const int n_outer = static_cast<int>(k_.outer.size());
     const int m = static_cast<int>(k_.inner.size());
@@ -849,6 +883,7 @@ private:
               enter_copy(static_cast<int>(c));
               vals_ = copies[c];
               std::unordered_map<int, Acc>& accs = copy_accs[c];
+              if (inner_vec && lanes == L && &l == second_loop_) prefetch_next_row(lanes);
               if (!reuse_.enabled) {
                 for (int id : l.body)
                   emit_instr(id, lanes, &accs);
@@ -918,7 +953,9 @@ private:
   llvm::IRBuilder<> b_;
   const Kernel& k_;
   const Schedule& s_;
-  bool streamed_ = false; // a non-temporal store was emitted
+  bool streamed_ = false;             // a non-temporal store was emitted
+  const Loop* first_loop_ = nullptr;  // the kernel's first inner loop
+  const Loop* second_loop_ = nullptr; // and its second (null: fewer)
   const HostTarget& target_;
   const bool out_of_line_math_;
   ReusePlan reuse_;
