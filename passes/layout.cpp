@@ -17,16 +17,22 @@ namespace kiln::passes {
 
 namespace {
 
-/// A conv2d that oneDNN runs as a library call: f32 throughout, 4-D, static, on the CPU.
+/// A conv2d that oneDNN runs as a library call (f32 throughout, 4-D, static, on the CPU) and,
+/// left to choose, on NHWC source and result (library_conv_runs_nhwc): in a channels-last
+/// region it runs the very kernel eager code runs, and the reorders the region saves are
+/// those oneDNN makes around it.
 bool is_library_conv(const ir::Node* n) {
   if (!n || n->op() != Op::conv2d || n->num_outputs() != 1) return false;
   const ir::Type& t = n->output()->type();
   if (t.dtype() != DType::f32 || t.rank() != 4 || !t.is_static() ||
       t.device().type != DeviceType::cpu || t.numel() == 0)
     return false;
-  return std::all_of(n->inputs().begin(), n->inputs().end(), [](const ir::Value* v) {
-    return v->type().dtype() == DType::f32 && v->type().numel() > 0;
-  });
+  if (!std::all_of(n->inputs().begin(), n->inputs().end(), [](const ir::Value* v) {
+        return v->type().dtype() == DType::f32 && v->type().numel() > 0 && v->type().is_static();
+      }))
+    return false;
+  return library_conv_runs_nhwc(n->input(0)->type().sizes(), n->input(1)->type().sizes(), t.sizes(),
+                                n->num_inputs() == 3, n->attrs());
 }
 
 /// Whether channels-last differs from the contiguous layout for a type: a static 4-D
@@ -51,11 +57,15 @@ bool is_pointwise_kernel(const ir::Node* n) {
   return n->schema().kind == OpKind::pointwise && n->num_outputs() == 1 && is_lowerable(*n);
 }
 
-/// Uses that need the layout eager code gives: graph outputs (the caller's tensors) and
-/// views (their strides are their meaning).
-bool needs_plain(const ir::Use& u) {
-  return u.kind == ir::Use::Kind::graph_output ||
-         (u.kind == ir::Use::Kind::operand && u.user->schema().kind == OpKind::view);
+/// Uses that need the layout eager code gives: graph outputs (the caller's tensors), views
+/// (their strides are their meaning) and convs that are not a region's (`region_conv`): oneDNN
+/// picks its kernel by the source's layout, and kernels differ in how a non-finite weight
+/// meets padding, so such a conv reads what it reads eagerly.
+template <typename RegionConv> bool needs_plain(const ir::Use& u, RegionConv region_conv) {
+  if (u.kind == ir::Use::Kind::graph_output) return true;
+  if (u.kind != ir::Use::Kind::operand) return false;
+  if (u.user->schema().kind == OpKind::view) return true;
+  return u.user->op() == Op::conv2d && !(u.slot == 0 && region_conv(u.user));
 }
 
 /// What one more step costs beside its bytes (a launch, and a pass over cold caches), in
@@ -101,13 +111,18 @@ LayoutStats assign_channels_last(ir::Graph& g) {
   LayoutStats stats;
   if (!library_epilogues_available()) return stats;
   const std::vector<ir::Node*> nodes = g.node_list();
+  // Asked once per conv: the answer builds a oneDNN primitive descriptor.
+  std::unordered_set<const ir::Node*> library_convs;
+  for (const ir::Node* n : nodes)
+    if (is_library_conv(n)) library_convs.insert(n);
+  auto is_conv = [&](const ir::Node* n) { return library_convs.count(n) > 0; };
   // Forward: conv results, and the pointwise results of a channels-last operand's shape.
   std::unordered_set<const ir::Value*> cl;
   for (const ir::Node* n : nodes) {
     const ir::Value* y = n->num_outputs() == 1 ? n->output() : nullptr;
     if (!y || !y->type().is_contiguous() || !has_channels_last(y->type()) || read_by_sum(y))
       continue;
-    if (is_library_conv(n)) {
+    if (is_conv(n)) {
       cl.insert(y);
     } else if (is_pointwise_kernel(n)) {
       for (const ir::Value* v : n->inputs())
@@ -123,11 +138,11 @@ LayoutStats assign_channels_last(ir::Graph& g) {
   auto wants_cl = [&](const ir::Use& u) {
     if (u.kind != ir::Use::Kind::operand) return false;
     if (u.user->num_outputs() != 1 || !cl.count(u.user->output())) return false;
-    return !is_library_conv(u.user) || u.slot == 0;
+    return !is_conv(u.user) || u.slot == 0;
   };
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
     const ir::Value* y = (*it)->num_outputs() == 1 ? (*it)->output() : nullptr;
-    if (!y || !cl.count(y) || is_library_conv(*it)) continue;
+    if (!y || !cl.count(y) || is_conv(*it)) continue;
     if (std::none_of(y->uses().begin(), y->uses().end(), wants_cl)) cl.erase(y);
   }
   if (cl.empty()) return stats;
@@ -139,7 +154,7 @@ LayoutStats assign_channels_last(ir::Graph& g) {
   for (const ir::Node* n : nodes)
     if (n->num_outputs() == 1 && cl.count(n->output()))
       for (size_t k = 0; k < n->inputs().size(); ++k)
-        if (cl.count(n->input(k)) && (!is_library_conv(n) || k == 0))
+        if (cl.count(n->input(k)) && (!is_conv(n) || k == 0))
           uf.unite(id(n->input(k)), id(n->output()));
   std::map<size_t, Region> regions; // by root: ordered by the ids, so the log is stable
   std::unordered_set<const ir::Value*> converted; // conv sources copied once for all readers
@@ -148,9 +163,10 @@ LayoutStats assign_channels_last(ir::Graph& g) {
     const ir::Value* y = n->output();
     Region& r = regions[uf.find(id(y))];
     ++r.values;
-    if (std::any_of(y->uses().begin(), y->uses().end(), needs_plain))
+    if (std::any_of(y->uses().begin(), y->uses().end(),
+                    [&](const ir::Use& u) { return needs_plain(u, is_conv); }))
       r.convert_bytes += bytes_of(y) + kStepBytes;
-    if (!is_library_conv(n)) continue;
+    if (!is_conv(n)) continue;
     if (!r.first) r.first = n;
     ++r.convs;
     const ir::Value* x = n->input(0);
@@ -174,6 +190,8 @@ LayoutStats assign_channels_last(ir::Graph& g) {
   }
   for (auto it = cl.begin(); it != cl.end();)
     it = plain.count(uf.find(id(*it))) ? cl.erase(it) : std::next(it);
+  // A conv of a region that stays: its result marked (the region's choice is made).
+  auto region_conv = [&](const ir::Node* n) { return is_conv(n) && cl.count(n->output()) > 0; };
 
   // Store the marked values channels-last; copies back where a plain layout is needed.
   for (ir::Node* n : nodes) {
@@ -184,7 +202,7 @@ LayoutStats assign_channels_last(ir::Graph& g) {
     ++stats.channels_last;
     std::vector<ir::Use> plain_uses;
     for (const ir::Use& u : y->uses())
-      if (needs_plain(u)) plain_uses.push_back(u);
+      if (needs_plain(u, region_conv)) plain_uses.push_back(u);
     if (plain_uses.empty()) continue;
     ir::Node* copy =
         g.create_node(Op::copy, {y}, Attrs{}, std::span<const ir::Type>(&plain_type, 1), n->next());
@@ -201,7 +219,7 @@ LayoutStats assign_channels_last(ir::Graph& g) {
   // contiguous or otherwise strided one, for all its readers).
   std::unordered_map<const ir::Value*, ir::Value*> copies;
   for (ir::Node* n : nodes) {
-    if (!is_library_conv(n) || !cl.count(n->output())) continue;
+    if (!is_conv(n) || !cl.count(n->output())) continue;
     ir::Value* x = n->input(0);
     if (!has_channels_last(x->type()) || stored_channels_last(x->type())) continue;
     ir::Value*& c = copies[x];

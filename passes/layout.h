@@ -20,11 +20,12 @@ struct LayoutStats {
   std::vector<std::string> log;
 };
 
-/// The layout of conv nets: stores 4-D f32 results channels-last (NHWC: C innermost, then W,
-/// H, N) through chains of library conv2d and lowerable pointwise nodes (relu, a residual
-/// add, an affine not folded away), where oneDNN's convolutions run without reordering their
-/// source and result and the generated kernels iterate in memory order. Only when library
-/// convolutions are available (oneDNN).
+/// The layout of conv nets: stores 4-D f32 results channels-last (NHWC: C innermost, then
+/// W, H, N) through chains of library conv2d that oneDNN itself runs on NHWC
+/// (library_conv_runs_nhwc: compiled code then runs the kernel eager code runs) and
+/// lowerable pointwise nodes (relu, a residual add, an affine not folded away), where
+/// oneDNN's convolutions run without reordering their source and result and the generated
+/// kernels iterate in memory order. Only when library convolutions are available (oneDNN).
 ///
 /// A conv result is marked, then every pointwise result with a marked operand of its shape
 /// (but no value a sum or product reads: there the contiguous layout's vector lanes split
@@ -35,11 +36,11 @@ struct LayoutStats {
 /// marked nodes' operands. Its cost either way, in bytes moved besides the kernels: stored
 /// contiguous, oneDNN reorders each conv's source into its layout and its result back (the
 /// source and result bytes of every conv); stored channels-last, one copy converts each
-/// conv source that is not channels-last and each marked value a graph output or a view
-/// reads (callers and views see the layout eager code gives), each copy its bytes and 64 KiB
-/// for being a step of its own. The cheaper wins; a tie stays contiguous. Types of marked values
-/// differ from inference only in strides, which the verifier accepts on non-view nodes. Runs after
-/// simplification, before fusion.
+/// conv source that is not channels-last and each marked value that a graph output, a view
+/// or a conv outside the region reads (they see the layout eager code gives), each copy its
+/// bytes and 64 KiB for being a step of its own. The cheaper wins; a tie stays contiguous.
+/// Types of marked values differ from inference only in strides, which the verifier
+/// accepts on non-view nodes. Runs after simplification, before fusion.
 LayoutStats assign_channels_last(ir::Graph& g);
 
 } // namespace kiln::passes

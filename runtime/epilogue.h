@@ -67,6 +67,13 @@ struct Epilogue {
 /// then.
 bool library_epilogues_available();
 
+/// Whether oneDNN, left to choose the layouts of an f32 conv2d of these sizes (source x,
+/// weight w, result y; `attrs` conv2d's), runs it on NHWC source and result. The layout pass
+/// stores only such convs' activations channels-last, so that compiled code runs the very
+/// kernel eager code runs: oneDNN's kernels differ where it matters (with a non-finite
+/// weight, some skip the taps that read padding and some compute 0 * NaN there).
+bool library_conv_runs_nhwc(IntList x, IntList w, IntList y, bool bias, const Attrs& attrs);
+
 /// Runs `op` (matmul or conv2d, with `attrs`) on the first ep.contraction_operands operands,
 /// then ep's ops, and returns the result: through one oneDNN primitive with post-ops when it
 /// can, else through dispatch op by op. The result has ep's sizes, dtype and layout; with

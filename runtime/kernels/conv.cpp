@@ -123,6 +123,30 @@ template <typename T> T* dense_data(const Tensor& t, std::vector<T>& buf) {
   return buf.data();
 }
 
+/// The forward convolution of p in dtype dt: source and result in the given formats (`any`:
+/// oneDNN's choice), weights in oneDNN's choice, bias plain.
+dnnl::convolution_forward::primitive_desc
+conv_primitive_desc(const ConvParams& p, dnnl::memory::data_type dt, bool has_bias,
+                    dnnl::memory::format_tag src, dnnl::memory::format_tag dst,
+                    const dnnl::primitive_attr& attr) {
+  using tag = dnnl::memory::format_tag;
+  using dims = dnnl::memory::dims;
+  using fwd = dnnl::convolution_forward;
+  // oneDNN counts dilation from 0; equal right padding reproduces PyTorch's floor output size.
+  const dims strides{p.sh, p.sw}, dil{p.dh - 1, p.dw - 1}, pad{p.ph, p.pw};
+  const auto kind = dnnl::prop_kind::forward_inference;
+  const auto algo = dnnl::algorithm::convolution_direct;
+  const dims w_dims =
+      p.groups > 1 ? dims{p.groups, p.o / p.groups, p.cg, p.kh, p.kw} : dims{p.o, p.cg, p.kh, p.kw};
+  const dnnl::memory::desc src_md({p.n, p.c, p.h, p.w}, dt, src);
+  const dnnl::memory::desc w_md(w_dims, dt, tag::any);
+  const dnnl::memory::desc b_md({p.o}, dt, tag::x);
+  const dnnl::memory::desc dst_md({p.n, p.o, p.oh, p.ow}, dt, dst);
+  fwd::desc d = has_bias ? fwd::desc(kind, algo, src_md, w_md, b_md, dst_md, strides, dil, pad, pad)
+                         : fwd::desc(kind, algo, src_md, w_md, dst_md, strides, dil, pad, pad);
+  return fwd::primitive_desc(d, attr, kernels::onednn_engine());
+}
+
 /// Runs the convolution through a cached oneDNN primitive; false when oneDNN has no
 /// implementation for this dtype on this CPU. With `ep`, its ops are the primitive's
 /// post-ops (their operands in ep_operands) and parameter weights are packed once.
@@ -131,7 +155,6 @@ bool conv_onednn(std::span<const Tensor> in, const ConvParams& p, Tensor& out,
                  dnnl::memory::data_type dt, const Epilogue* ep = nullptr,
                  std::span<const Tensor> ep_operands = {}) {
   using tag = dnnl::memory::format_tag;
-  using dims = dnnl::memory::dims;
   const bool has_bias = in.size() == 3;
   std::vector<int64_t> key{2,       static_cast<int64_t>(dt),
                            p.n,     p.c,
@@ -164,24 +187,15 @@ bool conv_onednn(std::span<const Tensor> in, const ConvParams& p, Tensor& out,
   const dnnl::memory::desc b_md({p.o}, dt, tag::x);
   const dnnl::memory::desc dst_md({p.n, p.o, p.oh, p.ow}, dt, dst_nhwc ? tag::nhwc : tag::nchw);
   auto prim = kernels::cached_primitive(key, [&] {
-    // oneDNN counts dilation from 0; equal right padding reproduces PyTorch's floor output size.
-    const dims strides{p.sh, p.sw}, dil{p.dh - 1, p.dw - 1}, pad{p.ph, p.pw};
-    using fwd = dnnl::convolution_forward;
-    const auto kind = dnnl::prop_kind::forward_inference;
-    const auto algo = dnnl::algorithm::convolution_direct;
     // NCHW layouts are oneDNN's choice (blocked or nhwc ones give its direct JIT
     // convolutions; plain NCHW leaves only im2col + GEMM): the arguments are reordered to
     // and from them per call. Channels-last ones are kept. Weights are always oneDNN's
     // choice (parameter weights with an epilogue are reordered once per version).
-    const dnnl::memory::desc src_any({p.n, p.c, p.h, p.w}, dt, src_nhwc ? tag::nhwc : tag::any);
-    const dnnl::memory::desc w_any(w_md.dims(), dt, tag::any);
-    const dnnl::memory::desc dst_any({p.n, p.o, p.oh, p.ow}, dt, dst_nhwc ? tag::nhwc : tag::any);
-    fwd::desc d = has_bias
-                      ? fwd::desc(kind, algo, src_any, w_any, b_md, dst_any, strides, dil, pad, pad)
-                      : fwd::desc(kind, algo, src_any, w_any, dst_any, strides, dil, pad, pad);
     dnnl::primitive_attr attr = kernels::onednn_attr();
     if (ep) attr.set_post_ops(po);
-    fwd::primitive_desc pd(d, attr, kernels::onednn_engine());
+    using fwd = dnnl::convolution_forward;
+    fwd::primitive_desc pd = conv_primitive_desc(p, dt, has_bias, src_nhwc ? tag::nhwc : tag::any,
+                                                 dst_nhwc ? tag::nhwc : tag::any, attr);
     if (ep) kernels::reject_reference_impl(pd);
     return kernels::CachedPrimitive{fwd(pd),
                                     pd.scratchpad_desc().get_size(),
@@ -250,3 +264,45 @@ bool conv2d_with_post_ops(std::span<const Tensor> operands, const Attrs& attrs, 
 
 } // namespace kiln::kernels
 #endif
+
+namespace kiln {
+
+bool library_conv_runs_nhwc(IntList x, IntList w, IntList y, bool bias, const Attrs& attrs) {
+#ifdef KILN_HAVE_ONEDNN
+  if (!kernels::onednn_enabled() || x.size() != 4 || w.size() != 4 || y.size() != 4 ||
+      numel_of(x) == 0 || numel_of(y) == 0)
+    return false;
+  const ops::ConvParams p{x[0],
+                          x[1],
+                          x[2],
+                          x[3],
+                          w[0],
+                          w[1],
+                          w[2],
+                          w[3],
+                          y[2],
+                          y[3],
+                          attrs.ints(0)[0],
+                          attrs.ints(0)[1],
+                          attrs.ints(1)[0],
+                          attrs.ints(1)[1],
+                          attrs.ints(2)[0],
+                          attrs.ints(2)[1],
+                          attrs.i(3)};
+  using tag = dnnl::memory::format_tag;
+  using dt = dnnl::memory::data_type;
+  try {
+    const auto pd =
+        ops::conv_primitive_desc(p, dt::f32, bias, tag::any, tag::any, kernels::onednn_attr());
+    return pd.src_desc() == dnnl::memory::desc({p.n, p.c, p.h, p.w}, dt::f32, tag::nhwc) &&
+           pd.dst_desc() == dnnl::memory::desc({p.n, p.o, p.oh, p.ow}, dt::f32, tag::nhwc);
+  } catch (const dnnl::error&) {
+    return false;
+  }
+#else
+  (void)x, (void)w, (void)y, (void)bias, (void)attrs;
+  return false;
+#endif
+}
+
+} // namespace kiln
