@@ -126,6 +126,10 @@ struct ExplainReport {
     /// Why the graph runs without generated code (the target could not compile its
     /// kernels); empty when it has its code.
     std::string fallback;
+    /// The layout pass's choice for each conv region of the graph, one line each
+    /// ("layout: region of %4 conv2d (2 convs, 3 values): channels-last, ..."); empty
+    /// without conv regions.
+    std::vector<std::string> layout;
   };
   std::vector<Graph> graphs;
   std::vector<GraphBreak> breaks;

@@ -49,7 +49,11 @@ std::string ExplainReport::to_json() const {
     const Graph& g = graphs[i];
     os << (i ? ",\n" : "\n") << "    {\"index\": " << i << ", \"ops\": " << g.ops
        << ", \"inputs\": " << g.inputs << ", \"outputs\": " << g.outputs
-       << ", \"ir\": " << json::quote(g.ir) << ", \"fallback\": " << json::quote(g.fallback) << "}";
+       << ", \"ir\": " << json::quote(g.ir) << ", \"fallback\": " << json::quote(g.fallback)
+       << ", \"layout\": [";
+    for (size_t k = 0; k < g.layout.size(); ++k)
+      os << (k ? ", " : "") << json::quote(g.layout[k]);
+    os << "]}";
   }
   os << (graphs.empty() ? "],\n" : "\n  ],\n");
   os << "  \"breaks\": [";
@@ -73,9 +77,21 @@ ExplainReport ExplainReport::from_json(std::string_view text) {
   KILN_CHECK(str_member(root, "schema") == "kiln.explain/1", "explain report: unknown schema '",
              str_member(root, "schema"), "'");
   ExplainReport r;
-  for (const json::Value& g : member(root, "graphs", json::Value::Type::array).array)
-    r.graphs.push_back({int_member(g, "ops"), int_member(g, "inputs"), int_member(g, "outputs"),
-                        str_member(g, "ir"), optional_str_member(g, "fallback")});
+  for (const json::Value& g : member(root, "graphs", json::Value::Type::array).array) {
+    r.graphs.push_back({int_member(g, "ops"),
+                        int_member(g, "inputs"),
+                        int_member(g, "outputs"),
+                        str_member(g, "ir"),
+                        optional_str_member(g, "fallback"),
+                        {}});
+    for (const json::Value::Member& m : g.object) // "layout": absent in older reports
+      if (m.key == "layout")
+        for (const json::Value& line : member(g, "layout", json::Value::Type::array).array) {
+          KILN_CHECK(line.type == json::Value::Type::string,
+                     "explain report: a layout line should be a string");
+          r.graphs.back().layout.push_back(line.string);
+        }
+  }
   for (const json::Value& b : member(root, "breaks", json::Value::Type::array).array)
     r.breaks.push_back({str_member(b, "code"), str_member(b, "reason"), str_member(b, "location"),
                         str_member(b, "hint"), int_member(b, "graph")});
@@ -93,11 +109,14 @@ std::string ExplainReport::str() const {
   std::ostringstream os;
   os << graph_count() << (graph_count() == 1 ? " graph, " : " graphs, ") << break_count()
      << (break_count() == 1 ? " graph break\n" : " graph breaks\n");
-  for (size_t i = 0; i < graphs.size(); ++i)
+  for (size_t i = 0; i < graphs.size(); ++i) {
     os << "  graph " << i << ": " << graphs[i].ops << " ops, " << graphs[i].inputs << " inputs, "
        << graphs[i].outputs << " outputs"
        << (graphs[i].fallback.empty() ? "" : ", runs on the interpreter: " + graphs[i].fallback)
        << "\n";
+    for (const std::string& line : graphs[i].layout)
+      os << "    " << line << "\n";
+  }
   if (!breaks.empty()) os << "breaks:\n";
   for (size_t i = 0; i < breaks.size(); ++i) {
     const GraphBreak& b = breaks[i];

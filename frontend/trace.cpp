@@ -416,6 +416,7 @@ void TraceSession::cut(std::vector<Tensor>* results) {
                    static_cast<int64_t>(g.num_inputs()),
                    static_cast<int64_t>(g.num_outputs()),
                    {},
+                   {},
                    {}};
     // Folded first, so that explain() and dumps show the graph that is compiled.
     if (options_.freeze) {
@@ -429,6 +430,7 @@ void TraceSession::cut(std::vector<Tensor>* results) {
     if (options_.keep_ir) info.ir = ir::print(g);
     exe = compile_(g);
     info.fallback = exe->fallback;
+    info.layout = exe->layout.log;
     graphs_.push_back(std::move(info));
     outs = exe->run(s.bound);
     kernels_ += exe->launches;

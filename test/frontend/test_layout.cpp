@@ -165,4 +165,16 @@ TEST_CASE("KILN_LOGS=layout names each region and the cost model's choice", "[la
                       Catch::Contains("< oneDNN's reorders"));
   CHECK(f.stats().channels_last_values == 3);
   CHECK(f.stats().layout_conversions == 1);
+
+  // explain() gives the same line per graph, in its text and its JSON.
+  ExplainReport rep =
+      explain([&](const Tensor& x) { return c2(c1(x, false).relu(), false).relu(); },
+              randn({2, 3, 32, 32}));
+  REQUIRE(rep.graph_count() == 1);
+  REQUIRE(rep.graphs[0].layout.size() == 1);
+  CHECK_THAT(rep.graphs[0].layout[0], Catch::Contains("(2 convs, 3 values): channels-last"));
+  CHECK_THAT(rep.str(), Catch::Contains("    layout: region of %"));
+  const ExplainReport back = ExplainReport::from_json(rep.to_json());
+  CHECK(back.graphs[0].layout == rep.graphs[0].layout);
+  CHECK(back.to_json() == rep.to_json());
 }
