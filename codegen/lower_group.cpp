@@ -69,6 +69,10 @@ public:
       members_.insert(m);
     dom_ = Domain{grp.reduction, grp.shape, grp.dims, {}};
     if (!grp.reduction) dom_.var_of = memory_order(grp);
+    int64_t out_bytes = 0;
+    for (const ir::Value* v : grp.outputs)
+      out_bytes += v->type().numel() * itemsize(v->type().dtype());
+    streamed_ = out_bytes >= kStreamBytes; // the heuristic's rule (choose_schedule)
     k_.outer = dom_.outer();
     k_.inner = dom_.inner();
     extents_ = k_.extents();
@@ -262,13 +266,12 @@ private:
   /// loop while it computes the output it stores at that index (softmax's exp(x - max)): the
   /// reduce loop stores it into that output's buffer and the map loop loads it back, instead
   /// of computing it twice. The load comes before the output's own store at the index. Not
-  /// into an output of kStreamBytes or more: its stores are streamed past the caches
-  /// (Schedule::stream), so the load would go to memory; computing again costs less.
+  /// in a kernel whose outputs hold kStreamBytes or more: its stores are streamed past the
+  /// caches (Schedule::stream), so the load would go to memory; computing again costs less.
   std::optional<int> stashed(const ir::Value* v, const IndexVec& idx, const std::string& k) {
     if (current_loop_ < 0 || k_.loops[static_cast<size_t>(current_loop_)].kind != Loop::Kind::map)
       return std::nullopt;
-    if (storing_ && storing_->type().numel() * itemsize(storing_->type().dtype()) >= kStreamBytes)
-      return std::nullopt;
+    if (streamed_) return std::nullopt;
     auto it = in_reduce_loop_.find(k);
     const ir::Node* p = v->producer();
     if (it == in_reduce_loop_.end() || p == nullptr || !op_traits(p->op()).costly || !storing_ ||
@@ -388,6 +391,7 @@ private:
   std::vector<const ir::Value*>& buffers_;
   Kernel k_;
   Domain dom_;
+  bool streamed_ = false; // the outputs hold kStreamBytes or more
   std::unordered_set<const ir::Node*> members_;
   std::unordered_map<const ir::Value*, int> buffer_of_;
   std::unordered_map<std::string, int> memo_;

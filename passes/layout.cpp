@@ -2,7 +2,6 @@
 #include "passes/layout.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -11,6 +10,7 @@
 #include "passes/fusion.h"
 #include "passes/passes.h"
 #include "runtime/epilogue.h"
+#include "runtime/plan.h"
 #include "runtime/union_find.h"
 
 namespace kiln::passes {
@@ -90,12 +90,6 @@ bool read_by_sum(const ir::Value* v) {
 }
 
 int64_t bytes_of(const ir::Value* v) { return v->type().numel() * itemsize(v->type().dtype()); }
-
-std::string mib(int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
-  return buf;
-}
 
 /// A region's cost either way and what it holds, for the choice and its log line.
 struct Region {
@@ -185,8 +179,8 @@ LayoutStats assign_channels_last(ir::Graph& g) {
                         " conv" + (r.convs == 1 ? "" : "s") + ", " + std::to_string(r.values) +
                         (r.values == 1 ? " value): " : " values): ") +
                         (keep ? "channels-last" : "contiguous") + ", conversions " +
-                        mib(r.convert_bytes) + (keep ? " < " : " >= ") + "oneDNN's reorders " +
-                        mib(r.reorder_bytes));
+                        mib_str(static_cast<size_t>(r.convert_bytes)) + (keep ? " < " : " >= ") +
+                        "oneDNN's reorders " + mib_str(static_cast<size_t>(r.reorder_bytes)));
   }
   for (auto it = cl.begin(); it != cl.end();)
     it = plain.count(uf.find(id(*it))) ? cl.erase(it) : std::next(it);

@@ -32,37 +32,21 @@ void run_kernel(const Plan::KernelCall& k, std::span<const Tensor> operands,
   k.run(buffers.data());
 }
 
-/// A tensor of these sizes and dense strides (empty: contiguous) over `storage` from byte
-/// `offset`; over a fresh storage when null.
-Tensor strided_tensor(IntList sizes, IntList strides, DType dtype, std::shared_ptr<Storage> storage,
-                      size_t offset) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->sizes = Shape(sizes.begin(), sizes.end());
-  impl->strides =
-      strides.empty() ? contiguous_strides(sizes) : Shape(strides.begin(), strides.end());
-  impl->offset = static_cast<int64_t>(offset) / itemsize(dtype);
-  impl->dtype = dtype;
-  impl->device = Device::cpu();
-  impl->storage =
-      storage ? std::move(storage)
-              : std::make_shared<Storage>(static_cast<size_t>(numel_of(sizes) * itemsize(dtype)),
-                                          Device::cpu());
-  return Tensor(std::move(impl));
-}
-
-std::string mib(size_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
-  return buf;
-}
-
 } // namespace
 
 Tensor empty_with_layout(IntList sizes, IntList strides, DType dtype) {
-  if (strides.empty()) return kiln::empty(sizes, dtype);
+  // make_tensor rather than kiln::empty: the geometry is known, so nothing is inferred.
+  Tensor t = make_tensor(sizes, dtype);
+  if (strides.empty()) return t;
   KILN_ASSERT(is_dense(sizes, strides), "empty_with_layout: strides ", shape_str(strides),
               " of sizes ", shape_str(sizes), " are not dense");
-  return strided_tensor(sizes, strides, dtype, nullptr, 0);
+  return make_view(t, sizes, strides, 0); // a dense layout fills the same numel elements
+}
+
+std::string mib_str(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
 }
 
 void Plan::KernelCall::run(char* const* buffers) const {
@@ -122,8 +106,8 @@ void Plan::finish(size_t num_slots) {
 }
 
 std::string Plan::MemoryPlan::str() const {
-  return "arena " + mib(arena_bytes) + " for " + std::to_string(buffers) + " buffers of " +
-         mib(planned_bytes) + " (" + std::to_string(in_place) + " in place)";
+  return "arena " + mib_str(arena_bytes) + " for " + std::to_string(buffers) + " buffers of " +
+         mib_str(planned_bytes) + " (" + std::to_string(in_place) + " in place)";
 }
 
 void Plan::set_memory(std::vector<Placement> placement, MemoryPlan summary) {
@@ -136,7 +120,14 @@ void Plan::set_memory(std::vector<Placement> placement, MemoryPlan summary) {
 Tensor Plan::placed(size_t slot, const std::shared_ptr<Storage>& arena) const {
   const Placement& p = placement_[slot];
   if (p.nbytes == 0 || !arena) return empty_with_layout(p.sizes, p.strides, p.dtype);
-  return strided_tensor(p.sizes, p.strides, p.dtype, arena, p.offset);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = p.sizes;
+  impl->strides = p.strides.empty() ? contiguous_strides(p.sizes) : p.strides;
+  impl->offset = static_cast<int64_t>(p.offset) / itemsize(p.dtype);
+  impl->dtype = p.dtype;
+  impl->device = Device::cpu();
+  impl->storage = arena;
+  return Tensor(std::move(impl));
 }
 
 std::vector<Tensor> Plan::run(std::span<const Tensor> inputs) const {

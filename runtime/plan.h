@@ -33,6 +33,9 @@ using KernelEntry = void (*)(char* const* buffers, int64_t row_begin, int64_t ro
 /// the results the plan and library epilogues allocate in a chosen layout. Not traced.
 Tensor empty_with_layout(IntList sizes, IntList strides, DType dtype);
 
+/// Bytes as "1.25 MiB", for logs and summaries.
+std::string mib_str(size_t bytes);
+
 class Plan {
 public:
   struct KernelCall {

@@ -236,10 +236,8 @@ void StaticPlan::bind(std::span<const Tensor> inputs) {
 void StaticPlan::fresh(size_t s) {
   Slot& slot = slots_[s];
   if (slot.source != Source::fresh) return;
-  // make_tensor rather than kiln::empty: the geometry is known, so nothing is inferred (which
-  // would allocate on its own).
-  tensors_[s] = slot.strides.empty() ? make_tensor(slot.sizes, slot.dtype)
-                                     : empty_with_layout(slot.sizes, slot.strides, slot.dtype);
+  // The geometry is known, so nothing is inferred (which would allocate on its own).
+  tensors_[s] = empty_with_layout(slot.sizes, slot.strides, slot.dtype);
   address_[s] = address_of(tensors_[s]);
 }
 
