@@ -1,12 +1,34 @@
 // Plans: graph values become slots, nodes, kernels and library calls become steps.
 #include "codegen/build_plan.h"
 
+#include <algorithm>
+#include <memory>
 #include <unordered_map>
 
 #include "codegen/memory_plan.h"
+#include "runtime/attention.h"
 #include "runtime/error.h"
 
 namespace kiln::codegen {
+
+Plan::KernelCall kernel_call(const LoweredGroup& lg, const Schedule& schedule, KernelEntry entry) {
+  Plan::KernelCall call;
+  call.entry = entry;
+  call.rows = schedule.rows(lg.kernel);
+  call.grain = schedule.grain;
+  call.threads = schedule.threads;
+  for (size_t b = 0; b < lg.buffers.size(); ++b) {
+    if (!lg.kernel.buffers[b].output) continue;
+    const ir::Type& type = lg.buffers[b]->type();
+    KILN_ASSERT(type.is_contiguous() || is_dense(type.sizes(), type.strides()),
+                "a generated kernel's output is not dense: ", type.str());
+    call.outputs.push_back({std::vector<int64_t>(type.sizes().begin(), type.sizes().end()),
+                            type.dtype(),
+                            std::vector<int64_t>(type.strides().begin(), type.strides().end())});
+  }
+  return call;
+}
+
 namespace {
 
 class PlanBuilder {
@@ -63,11 +85,7 @@ public:
   }
 
   void kernel(const LoweredGroup& lg, const Schedule& schedule, KernelEntry entry) {
-    Plan::KernelCall call;
-    call.entry = entry;
-    call.rows = schedule.rows(lg.kernel);
-    call.grain = schedule.grain;
-    call.threads = schedule.threads;
+    Plan::KernelCall call = kernel_call(lg, schedule, entry);
     Plan::Step st;
     std::vector<std::pair<size_t, int>> results, operands; // step index, kernel buffer
     for (size_t b = 0; b < lg.buffers.size(); ++b) {
@@ -75,13 +93,7 @@ public:
       (output ? results : operands)
           .push_back({output ? st.results.size() : st.operands.size(), static_cast<int>(b)});
       if (output) {
-        const ir::Type& type = lg.buffers[b]->type();
-        KILN_ASSERT(type.is_contiguous() || is_dense(type.sizes(), type.strides()),
-                    "a generated kernel's output is not dense: ", type.str());
         st.results.push_back(slot(lg.buffers[b]));
-        call.outputs.push_back(
-            {std::vector<int64_t>(type.sizes().begin(), type.sizes().end()), type.dtype(),
-             std::vector<int64_t>(type.strides().begin(), type.strides().end())});
       } else {
         st.operands.push_back(slot(lg.buffers[b]));
       }
@@ -91,6 +103,24 @@ public:
         if (lg.kernel.may_write_over(rb, ob)) st.may_reuse.push_back({r, o});
     st.kernel = cg_.plan.add_kernel(std::move(call));
     ++cg_.launches;
+    cg_.plan.add_step(std::move(st));
+  }
+
+  /// An attention site as one step: its softmax kernel joins the plan's kernels, run by the
+  /// step block by block.
+  void attention(const AttentionSite& site, const passes::FusionResult& fusion,
+                 const LoweredGroup& lg, const Schedule& schedule, KernelEntry entry) {
+    AttentionBuild built = make_attention_call(site, fusion, lg);
+    Plan::Step st;
+    for (const ir::Value* v : built.operands)
+      st.operands.push_back(slot(v));
+    built.call->kernel = cg_.plan.add_kernel(kernel_call(lg, schedule, entry));
+    st.results.push_back(slot(built.result));
+    st.op = Op::matmul;
+    st.attrs = &built.anchor->attrs();
+    st.attention = built.call.get();
+    cg_.attention.push_back(std::move(built.call));
+    cg_.launches += 3;
     cg_.plan.add_step(std::move(st));
   }
 
@@ -116,6 +146,7 @@ private:
 
 void build_interpreted_plan(CompiledGraph& cg, std::span<const size_t> input_map) {
   cg.epilogues.clear();
+  cg.attention.clear();
   cg.code.reset();
   PlanBuilder b(cg, input_map);
   for (ir::Node* n : cg.graph->nodes())
@@ -125,10 +156,23 @@ void build_interpreted_plan(CompiledGraph& cg, std::span<const size_t> input_map
 
 void build_fused_plan(CompiledGraph& cg, std::span<const size_t> input_map,
                       const passes::FusionResult& fusion, std::span<const LoweredGroup> groups,
-                      std::span<const Schedule> schedules, std::span<const KernelEntry> entries) {
+                      std::span<const Schedule> schedules, std::span<const KernelEntry> entries,
+                      std::span<const AttentionSite> attention) {
   PlanBuilder b(cg, input_map);
-  for (const passes::FusionStep& fs : fusion.order) {
-    if (fs.library >= 0) {
+  cg.attention.clear();
+  std::vector<const AttentionSite*> site_at(fusion.order.size(), nullptr);
+  std::vector<bool> inside(fusion.order.size(), false);
+  for (const AttentionSite& site : attention) {
+    site_at[site.out] = &site;
+    inside[site.scores] = inside[site.softmax] = true;
+  }
+  for (size_t k = 0; k < fusion.order.size(); ++k) {
+    const passes::FusionStep& fs = fusion.order[k];
+    if (inside[k]) continue;
+    if (const AttentionSite* site = site_at[k]) {
+      const auto g = static_cast<size_t>(fusion.order[site->softmax].group);
+      b.attention(*site, fusion, groups[g], schedules[g], entries[g]);
+    } else if (fs.library >= 0) {
       b.library_call(fusion.library_calls[static_cast<size_t>(fs.library)]);
     } else if (fs.group >= 0) {
       const auto g = static_cast<size_t>(fs.group);

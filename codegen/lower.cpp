@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <type_traits>
 
+#include "codegen/attention.h"
 #include "codegen/build_plan.h"
 #include "codegen/cache.h"
 #include "codegen/cpu/jit_target.h"
@@ -113,7 +114,9 @@ std::string plan_text(const CompiledGraph& cg) {
   for (size_t k = 0; k < plan.steps().size(); ++k) {
     const Plan::Step& st = plan.steps()[k];
     s += "step " + std::to_string(k) + ": ";
-    if (st.kernel >= 0) {
+    if (st.attention) {
+      s += st.attention->str();
+    } else if (st.kernel >= 0) {
       const Plan::KernelCall& call = plan.kernels()[static_cast<size_t>(st.kernel)];
       s += "kernel " + std::to_string(st.kernel) + ", " + std::to_string(call.rows) + " rows";
     } else {
@@ -270,8 +273,12 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
   }
 
   // plan: everything -> the runtime Plan.
-  stages.run("plan",
-             [&] { build_fused_plan(out, input_map, fusion, lowered, schedules, entries); });
+  stages.run("plan", [&] {
+    const std::vector<AttentionSite> attention =
+        choose_attention(find_attention(*out.graph, fusion, lowered), fusion, lowered, schedules,
+                         entries, out.attention_log);
+    build_fused_plan(out, input_map, fusion, lowered, schedules, entries, attention);
+  });
   stages.summary(std::to_string(out.plan.steps().size()) + " steps, " +
                  out.plan.memory_plan().str());
   stages.done(Stage::plan, [&] { return plan_text(out); });

@@ -31,6 +31,7 @@
 #include "codegen/schedule.h"
 #include "ir/graph.h"
 #include "passes/layout.h"
+#include "runtime/attention.h"
 #include "runtime/error.h"
 #include "runtime/plan.h"
 
@@ -85,6 +86,10 @@ struct CompiledGraph {
   std::unique_ptr<ir::Graph> graph;
   Plan plan;
   std::vector<std::unique_ptr<Epilogue>> epilogues;
+  /// The attention steps' calls (runtime/attention.h).
+  std::vector<std::unique_ptr<AttentionCall>> attention;
+  /// Per attention site, which way it runs and the times that chose it (KILN_LOGS=attention).
+  std::vector<std::string> attention_log;
   std::shared_ptr<void> code;
   /// Kernels and library calls one run launches (view ops, which move no data, excluded).
   int64_t launches = 0;

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "runtime/allocator.h"
+#include "runtime/attention.h"
 #include "runtime/ops/op.h"
 #include "runtime/union_find.h"
 
@@ -92,6 +93,9 @@ void plan_memory(Plan& plan) {
         place(st.results[i], call.outputs[i].sizes, call.outputs[i].strides, call.outputs[i].dtype);
     } else if (st.epilogue) {
       place(st.results[0], st.epilogue->sizes, st.epilogue->strides, st.epilogue->dtype);
+    } else if (st.attention) {
+      const Epilogue& ep = st.attention->out;
+      place(st.results[0], ep.sizes, ep.strides, ep.dtype);
     } else if (schema(st.op).kind == OpKind::view) {
       for (size_t r : st.results)
         for (size_t o : st.operands)

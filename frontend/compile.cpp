@@ -177,6 +177,9 @@ struct CompiledFunction::State {
     if (wants("layout"))
       for (const std::string& line : exe->layout.log)
         std::cerr << "[kiln layout] graph " << id << ": " << line << "\n";
+    if (wants("attention"))
+      for (const std::string& line : exe->attention_log)
+        std::cerr << "[kiln attention] graph " << id << ": " << line << "\n";
     bucket.push_back({std::move(key), exe});
     ++stats.compiles;
     stats.generated_kernels += exe->generated_kernels();
@@ -189,6 +192,7 @@ struct CompiledFunction::State {
     stats.autotune_changed += exe->autotune.changed;
     stats.channels_last_values += exe->layout.channels_last;
     stats.layout_conversions += exe->layout.conversions;
+    stats.attention_steps += static_cast<int64_t>(exe->attention.size());
     if (wants("autotune") && lo.autotune)
       std::cerr << "[kiln autotune] graph " << id << ": "
                 << (schedule.empty() ? exe->autotune.str()

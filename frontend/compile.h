@@ -103,6 +103,7 @@ struct CompileStats {
   int64_t autotune_splits = 0;          // max_autotune: reductions over long rows split into chunks
   int64_t channels_last_values = 0; // activations the layout pass stored channels-last, all graphs
   int64_t layout_conversions = 0;   // copies it inserted at the channels-last regions' edges
+  int64_t attention_steps = 0;      // attention sites run as one step, block by block
   /// With CompileOptions::profile: where the replays of static plans spent their time, in
   /// nanoseconds summed over `calls` (guards: finding the entry; setup: binding inputs,
   /// argument blocks, outputs and results; kernels: inside generated kernels, library calls

@@ -37,7 +37,7 @@ const std::vector<std::string>& known_logs() {
   // "Logs and dumps"); a new log is added here too, or its users are warned about it.
   static const std::vector<std::string> known = {"graph",      "passes",   "graph_breaks", "guards",
                                                  "recompiles", "fusion",   "layout",       "lower",
-                                                 "cache",      "autotune", "all"};
+                                                 "cache",      "autotune", "attention",    "all"};
   return known;
 }
 

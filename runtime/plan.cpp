@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <unordered_map>
 
+#include "runtime/attention.h"
 #include "runtime/error.h"
 #include "runtime/ops.h"
 #include "runtime/ops/dispatch.h"
@@ -149,7 +150,14 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs) const {
     operands.clear();
     for (size_t s : st.operands)
       operands.push_back(slots[s]);
-    if (st.kernel >= 0) {
+    if (st.attention) {
+      const Epilogue& ep = st.attention->out;
+      Tensor out = placement_[st.results[0]].planned
+                       ? placed(st.results[0], arena)
+                       : empty_with_layout(ep.sizes, ep.strides, ep.dtype);
+      st.attention->run(kernels_.at(static_cast<size_t>(st.attention->kernel)), operands, out);
+      slots[st.results[0]] = std::move(out);
+    } else if (st.kernel >= 0) {
       const KernelCall& k = kernels_[static_cast<size_t>(st.kernel)];
       for (size_t i = 0; i < st.results.size(); ++i)
         slots[st.results[i]] =

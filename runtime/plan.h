@@ -25,6 +25,8 @@
 
 namespace kiln {
 
+class AttentionCall;
+
 /// A generated kernel's entry: buffers (inputs, then outputs, in the kernel's order) and the
 /// half-open range of rows to run.
 using KernelEntry = void (*)(char* const* buffers, int64_t row_begin, int64_t row_end);
@@ -60,6 +62,9 @@ public:
     /// Set: op is a library contraction run with this epilogue (run_with_epilogue), owned
     /// like attrs; its one result is the epilogue's.
     const Epilogue* epilogue = nullptr;
+    /// Set: the step is attention run block by block (runtime/attention.h), owned like
+    /// attrs; its one result is attention->out's. Its softmax kernel is one of kernels().
+    const AttentionCall* attention = nullptr;
     std::vector<size_t> operands; // slots
     std::vector<size_t> results;  // slots
     std::vector<size_t> release;  // slots whose last read is this step

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "runtime/attention.h"
 #include "runtime/error.h"
 #include "runtime/ops.h"
 #include "runtime/ops/dispatch.h"
@@ -115,7 +116,15 @@ std::unique_ptr<StaticPlan> StaticPlan::build(const Plan& plan, std::span<const 
     operands.clear();
     for (size_t s : st.operands)
       operands.push_back(t[s]);
-    if (st.kernel >= 0) {
+    if (st.attention) {
+      // Attention runs block by block on its own prepared calls: an eager step here.
+      const Epilogue& ep = st.attention->out;
+      result(st.results[0], ep.sizes, ep.strides, ep.dtype);
+      st.attention->run(plan.kernels()[static_cast<size_t>(st.attention->kernel)], operands,
+                        t[st.results[0]]);
+      step.kind = Kind::eager;
+      ++p.summary_.eager_calls;
+    } else if (st.kernel >= 0) {
       const Plan::KernelCall& k = plan.kernels()[static_cast<size_t>(st.kernel)];
       bool empty = true;
       for (size_t i = 0; i < st.results.size(); ++i) {
@@ -255,6 +264,11 @@ void StaticPlan::run_eager(const Step& s) {
   operands_.clear();
   for (size_t o : st.operands)
     operands_.push_back(tensors_[o]);
+  if (st.attention) {
+    st.attention->run(plan_.kernels()[static_cast<size_t>(st.attention->kernel)], operands_,
+                      tensors_[st.results[0]]);
+    return;
+  }
   if (st.epilogue) {
     const size_t r = st.results[0];
     Tensor out = tensors_[r];
@@ -310,7 +324,7 @@ void StaticPlan::launch() {
       break;
     }
     case Kind::eager: {
-      if (st.epilogue) fresh(st.results[0]);
+      if (st.epilogue || st.attention) fresh(st.results[0]);
       const Clock::time_point t0 = time ? Clock::now() : Clock::time_point{};
       run_eager(s);
       if (time) timings_.eager_ns += ns_since(t0);

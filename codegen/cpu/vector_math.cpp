@@ -7,7 +7,8 @@
 // - exp: k = rint(x/ln2) by adding 1.5*2^p (the "magic number", one FMA), r = x - k ln2 with a
 //   two-part ln2 (FMA), e^r = 1 + r + r^2 P(r), times 2^k in two exact power-of-two steps so
 //   that a denormal result is rounded once, by the last multiply. x is clamped first so that
-//   the integer arithmetic stays in range (NaN passes the clamp). On AVX-512 targets, vectors
+//   the integer arithmetic stays in range (NaN passes the clamp), and lanes whose result
+//   rounds to +0 are selected to 0 (no underflowing step: an x86 microcode assist each). On AVX-512 targets, vectors
 //   of whole 512-bit registers take the 2^k step as one vscalefps/pd per register, which
 //   rounds once too: the same bits in one instruction instead of eight.
 // - log: x = 2^e m with m in [sqrt(1/2), sqrt(2)) from the bits (denormals scaled by 2^(p+1)
@@ -247,7 +248,11 @@ public:
   Value* exp(Value* x, Value* lo = nullptr) {
     double min = dbl_ ? -760.0 : -110.0, max = dbl_ ? 710.0 : 89.0;
     if (lo) lo = sel(or_(lt(x, c(min)), gt(x, c(max))), c(0.0), lo);
-    x = clamp(x, min, max);
+    // Below ln(2^-(p+2)) (e^x < half the smallest denormal) the result is +0. Such lanes
+    // compute e^0 instead and are selected to 0 after: the underflow of the last step would
+    // cost a microcode assist per vector on x86 (a masked softmax's -inf lanes: 5x slower).
+    Value* zero = lt(x, c(dbl_ ? -746.0 : -104.0));
+    x = clamp(sel(zero, c(0.0), x), min, max);
     double ln2_hi = dbl_ ? 0x1.62e42fefa39efp-1 : 0x1.62e43p-1;
     double ln2_lo = dbl_ ? 0x1.abc9e3b39803fp-56 : -0x1.05c61p-29;
     double log2e = dbl_ ? 0x1.71547652b82fep+0 : 0x1.715476p+0;
@@ -257,8 +262,8 @@ public:
     if (lo) r = add(r, lo);
     Value* u = fma(mul(r, r), poly(r, kExpF32, kExpF64), r); // e^r - 1
     Value* p = add(c(1.0), u);
-    if (Value* scaled = scalef(p, kf)) return scaled;
-    return ldexp(p, ki);
+    Value* scaled = scalef(p, kf);
+    return sel(zero, c(0.0), scaled ? scaled : ldexp(p, ki));
   }
 
   /// Splits finite x > 0 (denormals included) as 2^e * m, m in [sqrt(1/2), sqrt(2)); returns

@@ -125,13 +125,16 @@ bool matmul_with_post_ops(std::span<const Tensor> operands, const Epilogue& ep, 
   const Tensor& a = operands[0];
   const Tensor& b = operands[1];
   using dt = dnnl::memory::data_type;
-  if (a.dtype() != DType::f32 || b.dtype() != DType::f32 || a.dim() < 2 || b.dim() < 2 ||
-      !out.is_contiguous())
+  if (a.dtype() != DType::f32 || b.dtype() != DType::f32 || a.dim() < 2 || b.dim() < 2)
     return false;
+  // A strided result (attention's block of scores, rows of a wider matrix) only where its
+  // dims are the primitive's.
+  const bool strided_out = !out.is_contiguous();
+  if (strided_out && out.dim() != std::max(a.dim(), b.dim())) return false;
   dnnl::memory::dims ad, bd, as, bs, cd;
   const int64_t k = a.size(-1), m = b.size(-1);
   bool packable = false;
-  if (b.dim() == 2 && (a.dim() == 2 || a.is_contiguous())) {
+  if (b.dim() == 2 && (a.dim() == 2 || (a.is_contiguous() && !strided_out))) {
     // Leading dims of A fold into rows: one GEMM against the (parameter) weights.
     const int64_t rows = a.numel() / std::max<int64_t>(k, 1);
     ad = {rows, k};
@@ -156,6 +159,11 @@ bool matmul_with_post_ops(std::span<const Tensor> operands, const Epilogue& ep, 
   std::vector<int64_t> key{4, packable ? 1 : 0, static_cast<int64_t>(ad.size())};
   for (const auto* v : {&ad, &bd, &as, &bs})
     key.insert(key.end(), v->begin(), v->end());
+  if (strided_out) {
+    const dnnl::memory::dims os = onednn_strides(out);
+    key.push_back(-1);
+    key.insert(key.end(), os.begin(), os.end());
+  }
   const std::vector<Tensor> dense = dense_post_operands(operands, ep);
   if (!onednn_post_ops(ep, dense, cd, po, key, args)) return false;
   auto plain = [](const dnnl::memory::dims& dims) {
@@ -164,7 +172,7 @@ bool matmul_with_post_ops(std::span<const Tensor> operands, const Epilogue& ep, 
       s[d - 1] = s[d] * dims[d];
     return s;
   };
-  const dnnl::memory::dims cs = plain(cd);
+  const dnnl::memory::dims cs = strided_out ? onednn_strides(out) : plain(cd);
   auto prim = cached_primitive(key, [&] {
     dnnl::memory::desc amd(ad, dt::f32, as), cmd(cd, dt::f32, cs);
     dnnl::memory::desc bmd = packable

@@ -1,0 +1,386 @@
+// Attention sites (codegen/attention.h).
+#include "codegen/attention.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <unordered_map>
+
+#include "codegen/build_plan.h"
+#include "runtime/epilogue.h"
+#include "runtime/ops/dispatch.h"
+#include "runtime/tracing.h"
+
+namespace kiln::codegen {
+namespace {
+
+/// A matmul step of the fused order: its anchor node and, for a library call, the call.
+struct Product {
+  const ir::Node* anchor = nullptr;
+  const passes::LibraryCall* call = nullptr;
+  const ir::Value* output() const { return call ? call->output : anchor->output(); }
+};
+
+/// Whether every post-op of a library call leaves the blocks independent: eltwise ops and
+/// one-element operands (a block cannot take a slice of a tensor operand).
+bool blockable_epilogue(const passes::LibraryCall* call) {
+  if (!call) return true;
+  return std::all_of(call->epilogue.ops.begin(), call->epilogue.ops.end(), [](const PostOp& p) {
+    return p.kind != PostOp::Kind::binary || p.is_scalar;
+  });
+}
+
+bool f32_dense(const ir::Value* v) {
+  return v->type().dtype() == DType::f32 && v->type().is_contiguous();
+}
+
+/// The values a mask's condition is computed from, evaluated now: only constants and
+/// deterministic ops of them (no graph input, parameter or random op).
+class ConstantEvaluator {
+public:
+  std::optional<Tensor> eval(const ir::Value* v) {
+    if (auto it = memo_.find(v); it != memo_.end()) return it->second;
+    std::optional<Tensor> r = compute(v);
+    memo_.emplace(v, r);
+    return r;
+  }
+
+private:
+  std::optional<Tensor> compute(const ir::Value* v) {
+    if (v->is_constant()) return v->constant();
+    const ir::Node* n = v->producer();
+    if (!n || n->num_outputs() != 1 || numel_of(v->type().sizes()) > kMaxElements)
+      return std::nullopt;
+    const OpKind kind = schema(n->op()).kind;
+    if (kind == OpKind::random || kind == OpKind::contraction) return std::nullopt;
+    std::vector<Tensor> in;
+    for (const ir::Value* x : n->inputs()) {
+      std::optional<Tensor> t = eval(x);
+      if (!t) return std::nullopt;
+      in.push_back(*t);
+    }
+    TracerScope untraced(nullptr);
+    return dispatch1(n->op(), in, n->attrs());
+  }
+  static constexpr int64_t kMaxElements = int64_t{1} << 24;
+  std::unordered_map<const ir::Value*, std::optional<Tensor>> memo_;
+};
+
+/// Per block of query rows, the keys [0, end) that some row keeps, when the group reads X
+/// only through where(c, -inf, X) or where(c, X, -inf) with c known now; empty otherwise.
+std::vector<int64_t> masked_key_ends(const ir::Value* x, int64_t block) {
+  const Shape& xs = x->type().sizes();
+  const size_t rank = xs.size();
+  const int64_t l = xs[rank - 2], s = xs[rank - 1];
+  const int64_t blocks = (l + block - 1) / block;
+  std::vector<int64_t> need(static_cast<size_t>(blocks), 0); // largest kept key + 1
+  ConstantEvaluator eval;
+  for (const ir::Use& u : x->uses()) {
+    const ir::Node* w = u.user;
+    if (u.kind != ir::Use::Kind::operand || w->op() != Op::where || u.slot == 0 ||
+        w->output()->type().sizes() != xs)
+      return {};
+    const ir::Value* other = w->input(u.slot == 1 ? 2 : 1);
+    if (other == x) return {};
+    std::optional<Tensor> fill = eval.eval(other);
+    if (!fill || fill->numel() != 1 ||
+        fill->contiguous().to(DType::f64).item<double>() !=
+            -std::numeric_limits<double>::infinity())
+      return {};
+    std::optional<Tensor> cond = eval.eval(w->input(0));
+    if (!cond || cond->dtype() != DType::bool_ || cond->dim() > static_cast<int64_t>(rank))
+      return {};
+    // Kept where the select picks X: c on the true side, !c on the false side.
+    const bool keep_if = u.slot == 1;
+    const Tensor c = cond->contiguous();
+    const Shape& cs = c.sizes();
+    const auto cr = static_cast<int64_t>(cs.size());
+    const int64_t cl = cr >= 2 ? cs[static_cast<size_t>(cr - 2)] : 1;
+    const int64_t cj = cr >= 1 ? cs[static_cast<size_t>(cr - 1)] : 1;
+    const bool* data = c.data_ptr<bool>();
+    const int64_t count = c.numel();
+    for (int64_t i = 0; i < count; ++i) {
+      if (data[i] != keep_if) continue;
+      const int64_t j = cj == 1 ? s - 1 : i % cj;
+      if (cl == 1) {
+        for (int64_t& nd : need)
+          nd = std::max(nd, j + 1);
+      } else {
+        const int64_t row = (i / cj) % cl;
+        int64_t& nd = need[static_cast<size_t>(row / block)];
+        nd = std::max(nd, j + 1);
+      }
+    }
+  }
+  // A block whose rows keep no key still takes one: its rows are NaN (0/0) either way, and
+  // a product over no keys would give zeros.
+  for (int64_t& nd : need)
+    nd = std::max<int64_t>(nd, 1);
+  return need;
+}
+
+} // namespace
+
+int64_t attention_block(int64_t keys) {
+  constexpr int64_t kBudget = 256 * 1024; // bytes: half of a core's L2 on the smallest we run
+  const int64_t rows = kBudget / (2 * static_cast<int64_t>(sizeof(float)) * std::max<int64_t>(keys, 1));
+  // A multiple of 16 rows (the products' register tiles), 16 to 256.
+  return std::clamp<int64_t>(rows / 16 * 16, 16, 256);
+}
+
+std::vector<AttentionSite> find_attention(const ir::Graph& g, const passes::FusionResult& fusion,
+                                          std::span<const LoweredGroup> groups) {
+  (void)g;
+  std::vector<AttentionSite> sites;
+  if (!library_epilogues_available()) return sites;
+  // Where each value is computed: the step of the fused order, and matmuls as products.
+  std::unordered_map<const ir::Value*, size_t> step_of;
+  std::unordered_map<const ir::Value*, Product> product_of;
+  std::unordered_map<const ir::Node*, size_t> step_of_node;
+  for (size_t k = 0; k < fusion.order.size(); ++k) {
+    const passes::FusionStep& fs = fusion.order[k];
+    if (fs.group >= 0) {
+      for (const ir::Value* v : groups[static_cast<size_t>(fs.group)].buffers)
+        if (step_of.find(v) == step_of.end()) step_of[v] = k; // inputs come first: not ours
+      for (const ir::Value* v : fusion.groups[static_cast<size_t>(fs.group)].outputs)
+        step_of[v] = k;
+    } else if (fs.library >= 0) {
+      const passes::LibraryCall& call = fusion.library_calls[static_cast<size_t>(fs.library)];
+      if (call.anchor->op() == Op::matmul) {
+        product_of[call.output] = {call.anchor, &call};
+        step_of[call.output] = k;
+        step_of_node[call.anchor] = k;
+      }
+    } else if (fs.node->op() == Op::matmul) {
+      product_of[fs.node->output()] = {fs.node, nullptr};
+      step_of[fs.node->output()] = k;
+      step_of_node[fs.node] = k;
+    }
+  }
+  for (size_t k = 0; k < fusion.order.size(); ++k) {
+    const passes::FusionStep& fs = fusion.order[k];
+    if (fs.group < 0) continue;
+    const passes::FusionGroup& grp = fusion.groups[static_cast<size_t>(fs.group)];
+    const size_t rank = grp.shape.size();
+    if (!grp.reduction || rank < 2 || grp.dims != std::vector<int64_t>{static_cast<int64_t>(rank) - 1} ||
+        grp.outputs.size() != 1)
+      continue;
+    const ir::Value* p = grp.outputs[0];
+    if (!f32_dense(p) || p->type().sizes() != grp.shape || p->uses().size() != 1) continue;
+    const ir::Use pu = p->uses()[0];
+    if (pu.kind != ir::Use::Kind::operand || pu.user->op() != Op::matmul || pu.slot != 0)
+      continue;
+    // The output's product: an eager matmul or a library call anchored on it.
+    auto out_step = step_of_node.find(pu.user);
+    if (out_step == step_of_node.end()) continue;
+    const passes::FusionStep& os = fusion.order[out_step->second];
+    const Product out = product_of.at(
+        os.library >= 0 ? fusion.library_calls[static_cast<size_t>(os.library)].output
+                        : os.node->output());
+    if (!blockable_epilogue(out.call)) continue;
+    // The scores: one input of the group from a matmul, read only by the group's nodes.
+    const ir::Value* x = nullptr;
+    for (const ir::Value* in : grp.inputs)
+      if (product_of.count(in) && in->type().sizes() == grp.shape) x = in;
+    if (!x || !f32_dense(x)) continue;
+    const Product scores = product_of.at(x);
+    if (!blockable_epilogue(scores.call)) continue;
+    const bool only_group = std::all_of(x->uses().begin(), x->uses().end(), [&](const ir::Use& u) {
+      return u.kind == ir::Use::Kind::operand &&
+             std::find(grp.nodes.begin(), grp.nodes.end(), u.user) != grp.nodes.end();
+    });
+    if (!only_group) continue;
+    // Geometry: Q [..., L, D], Kᵀ [..., D, S], V [..., S, E], all of the scores' batch dims.
+    const Shape& xs = grp.shape;
+    const ir::Value* q = scores.anchor->input(0);
+    const ir::Value* kt = scores.anchor->input(1);
+    const ir::Value* v = pu.user->input(1);
+    const ir::Value* o = out.output();
+    auto batch_matches = [&](const ir::Value* t) {
+      const Shape& ts = t->type().sizes();
+      return t->type().dtype() == DType::f32 && ts.size() == rank &&
+             std::equal(xs.begin(), xs.end() - 2, ts.begin());
+    };
+    if (!batch_matches(q) || !batch_matches(kt) || !batch_matches(v) || !batch_matches(o) ||
+        q->type().sizes()[rank - 2] != xs[rank - 2] || kt->type().sizes()[rank - 1] != xs[rank - 1] ||
+        v->type().sizes()[rank - 2] != xs[rank - 1])
+      continue;
+    if (numel_of(xs) == 0 || numel_of(o->type().sizes()) == 0) continue;
+    const size_t sk = step_of.at(x), ok = out_step->second;
+    if (!(sk < k && k < ok)) continue;
+    AttentionSite site;
+    site.scores = sk;
+    site.softmax = k;
+    site.out = ok;
+    site.x = x;
+    site.p = p;
+    site.block = attention_block(xs[rank - 1]);
+    site.key_end = masked_key_ends(x, site.block);
+    sites.push_back(std::move(site));
+  }
+  return sites;
+}
+
+AttentionBuild make_attention_call(const AttentionSite& site, const passes::FusionResult& fusion,
+                                   const LoweredGroup& lg) {
+  AttentionBuild b;
+  b.call = std::make_unique<AttentionCall>();
+  auto operand = [&](const ir::Value* v) {
+    auto it = std::find(b.operands.begin(), b.operands.end(), v);
+    if (it != b.operands.end()) return static_cast<size_t>(it - b.operands.begin());
+    b.operands.push_back(v);
+    return b.operands.size() - 1;
+  };
+  // A product's operands and epilogue: a library call's own, or an eager matmul's (none).
+  // The probabilities are no operand (index 0 stands in; the step reads its own block).
+  auto product = [&](size_t step, std::vector<size_t>& ops, Epilogue& ep) {
+    const passes::FusionStep& fs = fusion.order[step];
+    if (fs.library >= 0) {
+      const passes::LibraryCall& lc = fusion.library_calls[static_cast<size_t>(fs.library)];
+      for (const ir::Value* v : lc.operands)
+        ops.push_back(v == site.p ? 0 : operand(v));
+      ep = lc.epilogue;
+      b.anchor = lc.anchor;
+      return lc.output;
+    }
+    for (const ir::Value* v : fs.node->inputs())
+      ops.push_back(v == site.p ? 0 : operand(v));
+    const ir::Value* r = fs.node->output();
+    ep.contraction_operands = 2;
+    ep.sizes = r->type().sizes();
+    ep.dtype = r->type().dtype();
+    b.anchor = fs.node;
+    return r;
+  };
+  AttentionCall& call = *b.call;
+  product(site.scores, call.scores_operands, call.scores);
+  for (const ir::Value* v : lg.buffers)
+    call.kernel_buffers.push_back(v == site.x   ? AttentionCall::kScores
+                                  : v == site.p ? AttentionCall::kProbs
+                                                : static_cast<int64_t>(operand(v)));
+  b.result = product(site.out, call.out_operands, call.out);
+  call.block = site.block;
+  call.key_end = site.key_end;
+  return b;
+}
+
+namespace {
+
+/// A tensor of v's type, zero-filled (timing inputs).
+Tensor zeros_of(const ir::Value* v) {
+  const ir::Type& t = v->type();
+  Tensor z = empty_with_layout(t.sizes(), t.strides(), t.dtype());
+  if (z.numel() > 0)
+    std::memset(z.impl().storage->data(), 0, z.impl().storage->nbytes());
+  return z;
+}
+
+/// The geometry a decision holds for: everything either way's time depends on.
+std::string decision_key(const AttentionBuild& b, const ir::kernel::Kernel& k,
+                         const Schedule& s) {
+  std::string key = b.call->str() + "\n" + s.str() + "\n" + k.str();
+  for (const ir::Value* v : b.operands)
+    key += v->type().str() + ";";
+  return key;
+}
+
+double best_ms(const std::function<void()>& run) {
+  run(); // warm: the prepared calls, the caches
+  double best = std::numeric_limits<double>::infinity();
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    run();
+    best = std::min(best, std::chrono::duration<double, std::milli>(
+                              std::chrono::steady_clock::now() - t0)
+                              .count());
+  }
+  return best;
+}
+
+} // namespace
+
+std::vector<AttentionSite> choose_attention(std::span<const AttentionSite> sites,
+                                            const passes::FusionResult& fusion,
+                                            std::span<const LoweredGroup> groups,
+                                            std::span<const Schedule> schedules,
+                                            std::span<const KernelEntry> entries,
+                                            std::vector<std::string>& log) {
+  static std::mutex mu;
+  static std::map<std::string, std::pair<bool, std::string>> decided; // key -> tiled, times
+  const char* forced = std::getenv("KILN_ATTENTION");
+  const std::string force = forced ? forced : "";
+  std::vector<AttentionSite> chosen;
+  for (const AttentionSite& site : sites) {
+    const auto g = static_cast<size_t>(fusion.order[site.softmax].group);
+    AttentionBuild b = make_attention_call(site, fusion, groups[g]);
+    const std::string where = "attention at " + site.x->type().str() + " scores";
+    if (force == "tiled" || force == "unfused") {
+      log.push_back(where + ": " + (force == "tiled" ? "one step, block by block" : "three steps") +
+                    " (KILN_ATTENTION=" + force + ")");
+      if (force == "tiled") chosen.push_back(site);
+      continue;
+    }
+    const std::string key = decision_key(b, groups[g].kernel, schedules[g]);
+    std::pair<bool, std::string> d;
+    bool known = false;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (auto it = decided.find(key); it != decided.end()) {
+        d = it->second;
+        known = true;
+      }
+    }
+    if (!known) {
+      TracerScope untraced(nullptr);
+      std::vector<Tensor> ops;
+      for (const ir::Value* v : b.operands)
+        ops.push_back(zeros_of(v));
+      const Tensor out = zeros_of(b.result);
+      const Tensor x = zeros_of(site.x), p = zeros_of(site.p);
+      const Plan::KernelCall softmax = kernel_call(groups[g], schedules[g], entries[g]);
+      const AttentionCall& call = *b.call;
+      auto gather = [&](const std::vector<size_t>& idx, const Tensor& first) {
+        std::vector<Tensor> in{first};
+        for (size_t i = 1; i < idx.size(); ++i)
+          in.push_back(ops[idx[i]]);
+        return in;
+      };
+      static const Attrs kNone;
+      std::vector<char*> buffers;
+      for (int64_t bnd : call.kernel_buffers)
+        buffers.push_back(static_cast<char*>(
+            (bnd == AttentionCall::kScores  ? x
+             : bnd == AttentionCall::kProbs ? p
+                                            : ops[static_cast<size_t>(bnd)])
+                .raw_data()));
+      const std::vector<Tensor> in1 = gather(call.scores_operands, ops[call.scores_operands[0]]);
+      const std::vector<Tensor> in2 = gather(call.out_operands, p);
+      const double unfused = best_ms([&] {
+        run_with_epilogue(Op::matmul, kNone, in1, call.scores, &x);
+        softmax.run(buffers.data());
+        run_with_epilogue(Op::matmul, kNone, in2, call.out, &out);
+      });
+      const double tiled = best_ms([&] { call.run(softmax, ops, out); });
+      char line[160];
+      std::snprintf(line, sizeof line, "%.3f ms as one step against %.3f ms as three", tiled,
+                    unfused);
+      d = {tiled < unfused, line};
+      std::lock_guard<std::mutex> lock(mu);
+      decided.emplace(key, d);
+    }
+    log.push_back(where + ": " + (d.first ? "one step, block by block, " : "three steps, ") +
+                  d.second + (known ? " (decided earlier)" : ""));
+    if (d.first) chosen.push_back(site);
+  }
+  return chosen;
+}
+
+} // namespace kiln::codegen

@@ -1,0 +1,67 @@
+// Attention sites of a fused graph: the scores' product, the softmax kernel over their rows
+// and the output's product, which the plan runs as one step block by block
+// (runtime/attention.h) when that is faster than the three steps alone.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "codegen/lower_group.h"
+#include "codegen/schedule.h"
+#include "passes/fusion.h"
+#include "runtime/attention.h"
+
+namespace kiln::codegen {
+
+/// One site: fusion.order[scores] computes X = Q Kᵀ (a matmul, a library call with one-element
+/// post-ops or an eager call), fusion.order[softmax] is a reduction group over X's last dim
+/// that reads X directly, is X's only reader and stores one result P of X's shape, and
+/// fusion.order[out] is the only reader of P, matmul(P, V). Q, Kᵀ, V and the result share
+/// their batch dims; everything is f32, X and P contiguous.
+struct AttentionSite {
+  size_t scores = 0, softmax = 0, out = 0; // indices into fusion.order
+  const ir::Value* x = nullptr;            // the scores
+  const ir::Value* p = nullptr;            // the probabilities
+  /// Query rows per block.
+  int64_t block = 64;
+  /// Per block of query rows, the keys [0, key_end) some row of it keeps (the group reads X
+  /// only through where(mask, -inf, X) selects whose mask is known when compiling: a causal
+  /// mask); empty: every key.
+  std::vector<int64_t> key_end;
+};
+
+/// The runtime call of a site (its kernel index unset), the values its operand indices name,
+/// its result and the output product's matmul node.
+struct AttentionBuild {
+  std::unique_ptr<AttentionCall> call;
+  std::vector<const ir::Value*> operands;
+  const ir::Value* result = nullptr;
+  const ir::Node* anchor = nullptr;
+};
+AttentionBuild make_attention_call(const AttentionSite& site, const passes::FusionResult& fusion,
+                                   const LoweredGroup& lg);
+
+/// Which sites run as one attention step. Each is timed both ways on its own shapes (zeros in
+/// buffers of the operands' types): the step, against the three steps alone, and the faster
+/// wins; a decision is kept for the process per geometry. KILN_ATTENTION=tiled or unfused
+/// takes every site one way without timing. `log` gets one line per site: which won, by how
+/// much.
+std::vector<AttentionSite> choose_attention(std::span<const AttentionSite> sites,
+                                            const passes::FusionResult& fusion,
+                                            std::span<const LoweredGroup> groups,
+                                            std::span<const Schedule> schedules,
+                                            std::span<const KernelEntry> entries,
+                                            std::vector<std::string>& log);
+
+/// Query rows per block: scores and probabilities of a block (2 * block * keys floats) fit
+/// in half of a core's L2.
+int64_t attention_block(int64_t keys);
+
+/// The sites of a fused graph (empty without library epilogues: the products are oneDNN's).
+std::vector<AttentionSite> find_attention(const ir::Graph& g, const passes::FusionResult& fusion,
+                                          std::span<const LoweredGroup> groups);
+
+} // namespace kiln::codegen
