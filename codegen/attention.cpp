@@ -3,14 +3,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
-#include <cmath>
-#include <cstdlib>
-#include <limits>
 #include <optional>
 #include <unordered_map>
 
@@ -33,9 +33,8 @@ struct Product {
 /// one-element operands (a block cannot take a slice of a tensor operand).
 bool blockable_epilogue(const passes::LibraryCall* call) {
   if (!call) return true;
-  return std::all_of(call->epilogue.ops.begin(), call->epilogue.ops.end(), [](const PostOp& p) {
-    return p.kind != PostOp::Kind::binary || p.is_scalar;
-  });
+  return std::all_of(call->epilogue.ops.begin(), call->epilogue.ops.end(),
+                     [](const PostOp& p) { return p.kind != PostOp::Kind::binary || p.is_scalar; });
 }
 
 bool f32_dense(const ir::Value* v) {
@@ -131,7 +130,8 @@ std::vector<int64_t> masked_key_ends(const ir::Value* x, int64_t block) {
 
 int64_t attention_block(int64_t keys) {
   constexpr int64_t kBudget = 256 * 1024; // bytes: half of a core's L2 on the smallest we run
-  const int64_t rows = kBudget / (2 * static_cast<int64_t>(sizeof(float)) * std::max<int64_t>(keys, 1));
+  const int64_t rows =
+      kBudget / (2 * static_cast<int64_t>(sizeof(float)) * std::max<int64_t>(keys, 1));
   // A multiple of 16 rows (the products' register tiles), 16 to 256.
   return std::clamp<int64_t>(rows / 16 * 16, 16, 256);
 }
@@ -170,21 +170,20 @@ std::vector<AttentionSite> find_attention(const ir::Graph& g, const passes::Fusi
     if (fs.group < 0) continue;
     const passes::FusionGroup& grp = fusion.groups[static_cast<size_t>(fs.group)];
     const size_t rank = grp.shape.size();
-    if (!grp.reduction || rank < 2 || grp.dims != std::vector<int64_t>{static_cast<int64_t>(rank) - 1} ||
-        grp.outputs.size() != 1)
+    if (!grp.reduction || rank < 2 ||
+        grp.dims != std::vector<int64_t>{static_cast<int64_t>(rank) - 1} || grp.outputs.size() != 1)
       continue;
     const ir::Value* p = grp.outputs[0];
     if (!f32_dense(p) || p->type().sizes() != grp.shape || p->uses().size() != 1) continue;
     const ir::Use pu = p->uses()[0];
-    if (pu.kind != ir::Use::Kind::operand || pu.user->op() != Op::matmul || pu.slot != 0)
-      continue;
+    if (pu.kind != ir::Use::Kind::operand || pu.user->op() != Op::matmul || pu.slot != 0) continue;
     // The output's product: an eager matmul or a library call anchored on it.
     auto out_step = step_of_node.find(pu.user);
     if (out_step == step_of_node.end()) continue;
     const passes::FusionStep& os = fusion.order[out_step->second];
-    const Product out = product_of.at(
-        os.library >= 0 ? fusion.library_calls[static_cast<size_t>(os.library)].output
-                        : os.node->output());
+    const Product out =
+        product_of.at(os.library >= 0 ? fusion.library_calls[static_cast<size_t>(os.library)].output
+                                      : os.node->output());
     if (!blockable_epilogue(out.call)) continue;
     // The scores: one input of the group from a matmul, read only by the group's nodes.
     const ir::Value* x = nullptr;
@@ -210,8 +209,8 @@ std::vector<AttentionSite> find_attention(const ir::Graph& g, const passes::Fusi
              std::equal(xs.begin(), xs.end() - 2, ts.begin());
     };
     if (!batch_matches(q) || !batch_matches(kt) || !batch_matches(v) || !batch_matches(o) ||
-        q->type().sizes()[rank - 2] != xs[rank - 2] || kt->type().sizes()[rank - 1] != xs[rank - 1] ||
-        v->type().sizes()[rank - 2] != xs[rank - 1])
+        q->type().sizes()[rank - 2] != xs[rank - 2] ||
+        kt->type().sizes()[rank - 1] != xs[rank - 1] || v->type().sizes()[rank - 2] != xs[rank - 1])
       continue;
     if (numel_of(xs) == 0 || numel_of(o->type().sizes()) == 0) continue;
     const size_t sk = step_of.at(x), ok = out_step->second;
@@ -223,6 +222,8 @@ std::vector<AttentionSite> find_attention(const ir::Graph& g, const passes::Fusi
     site.x = x;
     site.p = p;
     site.block = attention_block(xs[rank - 1]);
+    if (const char* e = std::getenv("KILN_ATTENTION_BLOCK"); e && std::atoll(e) > 0)
+      site.block = std::atoll(e);
     site.key_end = masked_key_ends(x, site.block);
     sites.push_back(std::move(site));
   }
@@ -274,18 +275,22 @@ AttentionBuild make_attention_call(const AttentionSite& site, const passes::Fusi
 
 namespace {
 
-/// A tensor of v's type, zero-filled (timing inputs).
+/// A tensor of v's type (sizes, strides: a view's too), zero-filled (timing inputs).
 Tensor zeros_of(const ir::Value* v) {
   const ir::Type& t = v->type();
-  Tensor z = empty_with_layout(t.sizes(), t.strides(), t.dtype());
-  if (z.numel() > 0)
-    std::memset(z.impl().storage->data(), 0, z.impl().storage->nbytes());
-  return z;
+  const Shape strides = t.is_contiguous() ? contiguous_strides(t.sizes()) : t.strides();
+  int64_t extent = 1;
+  for (size_t d = 0; d < t.sizes().size(); ++d)
+    extent += (t.sizes()[d] - 1) * strides[d];
+  if (numel_of(t.sizes()) == 0) extent = 0;
+  Tensor base = empty_with_layout({extent}, {}, t.dtype());
+  if (extent > 0)
+    std::memset(base.raw_data(), 0, static_cast<size_t>(extent * itemsize(t.dtype())));
+  return make_view(base, t.sizes(), strides, 0);
 }
 
 /// The geometry a decision holds for: everything either way's time depends on.
-std::string decision_key(const AttentionBuild& b, const ir::kernel::Kernel& k,
-                         const Schedule& s) {
+std::string decision_key(const AttentionBuild& b, const ir::kernel::Kernel& k, const Schedule& s) {
   std::string key = b.call->str() + "\n" + s.str() + "\n" + k.str();
   for (const ir::Value* v : b.operands)
     key += v->type().str() + ";";
@@ -298,21 +303,19 @@ double best_ms(const std::function<void()>& run) {
   for (int rep = 0; rep < 3; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
     run();
-    best = std::min(best, std::chrono::duration<double, std::milli>(
-                              std::chrono::steady_clock::now() - t0)
-                              .count());
+    best = std::min(
+        best,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   return best;
 }
 
 } // namespace
 
-std::vector<AttentionSite> choose_attention(std::span<const AttentionSite> sites,
-                                            const passes::FusionResult& fusion,
-                                            std::span<const LoweredGroup> groups,
-                                            std::span<const Schedule> schedules,
-                                            std::span<const KernelEntry> entries,
-                                            std::vector<std::string>& log) {
+std::vector<AttentionSite>
+choose_attention(std::span<const AttentionSite> sites, const passes::FusionResult& fusion,
+                 std::span<const LoweredGroup> groups, std::span<const Schedule> schedules,
+                 std::span<const KernelEntry> entries, std::vector<std::string>& log) {
   static std::mutex mu;
   static std::map<std::string, std::pair<bool, std::string>> decided; // key -> tiled, times
   const char* forced = std::getenv("KILN_ATTENTION");
@@ -356,11 +359,11 @@ std::vector<AttentionSite> choose_attention(std::span<const AttentionSite> sites
       static const Attrs kNone;
       std::vector<char*> buffers;
       for (int64_t bnd : call.kernel_buffers)
-        buffers.push_back(static_cast<char*>(
-            (bnd == AttentionCall::kScores  ? x
-             : bnd == AttentionCall::kProbs ? p
-                                            : ops[static_cast<size_t>(bnd)])
-                .raw_data()));
+        buffers.push_back(
+            static_cast<char*>((bnd == AttentionCall::kScores  ? x
+                                : bnd == AttentionCall::kProbs ? p
+                                                               : ops[static_cast<size_t>(bnd)])
+                                   .raw_data()));
       const std::vector<Tensor> in1 = gather(call.scores_operands, ops[call.scores_operands[0]]);
       const std::vector<Tensor> in2 = gather(call.out_operands, p);
       const double unfused = best_ms([&] {

@@ -25,7 +25,8 @@ struct AttentionSite {
   size_t scores = 0, softmax = 0, out = 0; // indices into fusion.order
   const ir::Value* x = nullptr;            // the scores
   const ir::Value* p = nullptr;            // the probabilities
-  /// Query rows per block.
+  /// Query rows per block (attention_block; KILN_ATTENTION_BLOCK=N sets it, for tests and
+  /// tuning).
   int64_t block = 64;
   /// Per block of query rows, the keys [0, key_end) some row of it keeps (the group reads X
   /// only through where(mask, -inf, X) selects whose mask is known when compiling: a causal
@@ -49,12 +50,10 @@ AttentionBuild make_attention_call(const AttentionSite& site, const passes::Fusi
 /// wins; a decision is kept for the process per geometry. KILN_ATTENTION=tiled or unfused
 /// takes every site one way without timing. `log` gets one line per site: which won, by how
 /// much.
-std::vector<AttentionSite> choose_attention(std::span<const AttentionSite> sites,
-                                            const passes::FusionResult& fusion,
-                                            std::span<const LoweredGroup> groups,
-                                            std::span<const Schedule> schedules,
-                                            std::span<const KernelEntry> entries,
-                                            std::vector<std::string>& log);
+std::vector<AttentionSite>
+choose_attention(std::span<const AttentionSite> sites, const passes::FusionResult& fusion,
+                 std::span<const LoweredGroup> groups, std::span<const Schedule> schedules,
+                 std::span<const KernelEntry> entries, std::vector<std::string>& log);
 
 /// Query rows per block: scores and probabilities of a block (2 * block * keys floats) fit
 /// in half of a core's L2.

@@ -142,9 +142,8 @@ void AttentionCall::run(const Plan::KernelCall& softmax, std::span<const Tensor>
   auto run_block = [&](Workspaces::Workspace& w, int64_t n, int64_t b) {
     const int64_t l0 = b * block, rows = std::min(block, l - l0);
     int64_t kend = key_end.empty() ? s : key_end[static_cast<size_t>(b)];
-    if (kend < s &&
-        !finite_rows(reinterpret_cast<const float*>(vd) + vo[static_cast<size_t>(n)],
-                     v.stride(-2), v.stride(-1), kend, s, e))
+    if (kend < s && !finite_rows(reinterpret_cast<const float*>(vd) + vo[static_cast<size_t>(n)],
+                                 v.stride(-2), v.stride(-1), kend, s, e))
       kend = s;
     auto* sc = static_cast<char*>(w.scores.raw_data());
     auto* pr = static_cast<char*>(w.probs.raw_data());
@@ -193,8 +192,7 @@ void AttentionCall::run(const Plan::KernelCall& softmax, std::span<const Tensor>
     product(kScoresProduct, scores, scores_operands,
             {qd + (qo[nn] + l0 * q.stride(-2)) * f, kd + ko[nn] * f, sc},
             {Shape{rows, d}, Shape{d, kend}, Shape{rows, kend}},
-            {Shape{q.stride(-2), q.stride(-1)}, Shape{kt.stride(-2), kt.stride(-1)},
-             Shape{s, 1}});
+            {Shape{q.stride(-2), q.stride(-1)}, Shape{kt.stride(-2), kt.stride(-1)}, Shape{s, 1}});
     // The softmax kernel on the block's rows: it indexes the full [..., L, S] scores and
     // probabilities by row, so their buffers are the block's, shifted back by its first row.
     const int64_t r0 = n * l + l0;

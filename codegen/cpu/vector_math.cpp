@@ -8,9 +8,9 @@
 //   two-part ln2 (FMA), e^r = 1 + r + r^2 P(r), times 2^k in two exact power-of-two steps so
 //   that a denormal result is rounded once, by the last multiply. x is clamped first so that
 //   the integer arithmetic stays in range (NaN passes the clamp), and lanes whose result
-//   rounds to +0 are selected to 0 (no underflowing step: an x86 microcode assist each). On AVX-512 targets, vectors
-//   of whole 512-bit registers take the 2^k step as one vscalefps/pd per register, which
-//   rounds once too: the same bits in one instruction instead of eight.
+//   rounds to +0 are selected to 0 (no underflowing step: an x86 microcode assist each). On AVX-512
+//   targets, vectors of whole 512-bit registers take the 2^k step as one vscalefps/pd per register,
+//   which rounds once too: the same bits in one instruction instead of eight.
 // - log: x = 2^e m with m in [sqrt(1/2), sqrt(2)) from the bits (denormals scaled by 2^(p+1)
 //   first), f = m - 1 exact, s = f/(2+f), log(1+f) = f - f^2/2 + s(f^2/2 + R(s^2)) (fdlibm's
 //   arrangement: the rounding error of s only reaches a small correction term), + e ln2.
