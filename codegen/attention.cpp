@@ -297,6 +297,9 @@ std::string decision_key(const AttentionBuild& b, const ir::kernel::Kernel& k, c
   return key;
 }
 
+/// Above this, the three steps are not timed: their scores alone would take this much.
+constexpr double kMaxTimedScoreBytes = 256.0 * (1 << 20);
+
 double best_ms(const std::function<void()>& run) {
   run(); // warm: the prepared calls, the caches
   double best = std::numeric_limits<double>::infinity();
@@ -329,6 +332,15 @@ choose_attention(std::span<const AttentionSite> sites, const passes::FusionResul
       log.push_back(where + ": " + (force == "tiled" ? "one step, block by block" : "three steps") +
                     " (KILN_ATTENTION=" + force + ")");
       if (force == "tiled") chosen.push_back(site);
+      continue;
+    }
+    // Scores too large to time the three steps on (their buffers alone): one step, unmeasured.
+    const auto score_bytes = static_cast<double>(numel_of(site.x->type().sizes())) * 4;
+    if (score_bytes > kMaxTimedScoreBytes) {
+      log.push_back(where + ": one step, block by block, untimed (the three steps would write " +
+                    mib_str(static_cast<size_t>(2 * score_bytes)) +
+                    " of scores and probabilities)");
+      chosen.push_back(site);
       continue;
     }
     const std::string key = decision_key(b, groups[g].kernel, schedules[g]);

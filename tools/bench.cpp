@@ -45,8 +45,9 @@ constexpr const char* kUsage =
     "  repetition starts one call further along, so none always follows the same), and prints\n"
     "  the median time with its spread (min..max), the speedup over eager, and against the\n"
     "  reference measured in the same run: bandwidth as a share of a STREAM triad for the\n"
-    "  bandwidth-bound workloads; for mlp-gelu, its two matmuls alone on oneDNN (timed\n"
-    "  interleaved with it, as the row onednn-alone). With no\n"
+    "  bandwidth-bound workloads; for mlp-gelu and attention, their two matmuls alone on\n"
+    "  oneDNN (attention's over every key: the causal mask lets kiln skip some; timed\n"
+    "  interleaved with them, as the row onednn-alone). With no\n"
     "  workload, runs them all. A MODEL (see `kiln zoo`) runs on its default input. The\n"
     "  models' rows also give the peak CPU memory of one call (beyond what was live before).\n"
     "  --modes M,...     compiled modes: default, reduce_overhead, max_autotune (default:\n"
@@ -95,7 +96,8 @@ struct Instance {
   };
   std::function<Compiled(const CompileOptions&)> compile;
   std::shared_ptr<nn::Module> module; // kept alive with the calls
-  /// The reference timed beside the workload (mlp-gelu: its two matmuls alone), if any.
+  /// The reference timed beside the workload (mlp-gelu, attention: their two matmuls alone),
+  /// if any.
   std::function<void()> reference;
 };
 
@@ -197,6 +199,21 @@ std::vector<Workload> workloads() {
          in.reference = [x, w1, w2] { (void)matmul(matmul(x, w1.t()), w2.t()); };
          return in;
        }});
+  w.push_back({"attention",
+               "causal scaled_dot_product_attention, 4x12 heads of 256 tokens, head 64 (gpt's)",
+               Bound::gemm, 0, [] {
+                 manual_seed(0);
+                 Tensor q = randn({4, 12, 256, 64}), k = randn({4, 12, 256, 64}),
+                        v = randn({4, 12, 256, 64});
+                 Instance in = instance_of(
+                     [](const Tensor& q_, const Tensor& k_, const Tensor& v_) {
+                       return scaled_dot_product_attention(q_, k_, v_, {}, 0.0, true);
+                     },
+                     q, k, v);
+                 // Its two products alone on oneDNN, over every key (no mask, no softmax).
+                 in.reference = [q, k, v] { (void)matmul(matmul(q, k.transpose(-2, -1)), v); };
+                 return in;
+               }});
   w.push_back(
       {"gpt-block", "one GPT-2 decoder block, d 768, 12 heads, 4x256 tokens", Bound::mixed, 0, [] {
          manual_seed(1);

@@ -167,6 +167,11 @@ def workloads():
         w1, w2 = m[0].weight, m[2].weight
         return m, (x,), (lambda: (x @ w1.t()) @ w2.t())
 
+    def attention():
+        q, k, v = (torch.randn(4, 12, 256, 64) for _ in range(3))
+        return ((lambda q_, k_, v_: F.scaled_dot_product_attention(q_, k_, v_, is_causal=True)),
+                (q, k, v), (lambda: (q @ k.transpose(-2, -1)) @ v))
+
     def gpt_block():
         return Block(768, 12).eval(), (torch.randn(4, 256, 768),), None
 
@@ -183,6 +188,7 @@ def workloads():
     w["softmax"] = ("bandwidth", 2.0 * 4 * 4096 * 4096, softmax)
     w["layernorm"] = ("bandwidth", 2.0 * 4 * 4096 * 4096, layernorm)
     w["mlp-gelu"] = ("gemm", 0, mlp_gelu)
+    w["attention"] = ("gemm", 0, attention)
     w["gpt-block"] = ("mixed", 0, gpt_block)
     w["gpt"] = ("mixed", 0, gpt)
     w["cnn"] = ("mixed", 0, cnn)
