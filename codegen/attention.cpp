@@ -129,11 +129,15 @@ std::vector<int64_t> masked_key_ends(const ir::Value* x, int64_t block) {
 } // namespace
 
 int64_t attention_block(int64_t keys) {
-  constexpr int64_t kBudget = 256 * 1024; // bytes: half of a core's L2 on the smallest we run
+  // Bytes of a core's L2 (1-2 MiB on the AVX-512 hosts kiln runs on): the block's scores and
+  // probabilities are written once and read once each, so they may fill it. Measured on the
+  // bench's causal attention (a 2 MiB L2): 256 keys, 128 rows 3.6 ms against 64 rows 4.5 ms
+  // and 256 rows 3.8 ms; 1024 keys, 128 rows 138 ms against 32 rows 181 ms.
+  constexpr int64_t kBudget = 1024 * 1024;
   const int64_t rows =
       kBudget / (2 * static_cast<int64_t>(sizeof(float)) * std::max<int64_t>(keys, 1));
-  // A multiple of 16 rows (the products' register tiles), 16 to 256.
-  return std::clamp<int64_t>(rows / 16 * 16, 16, 256);
+  // A multiple of 16 rows (the products' register tiles), 16 to 128.
+  return std::clamp<int64_t>(rows / 16 * 16, 16, 128);
 }
 
 std::vector<AttentionSite> find_attention(const ir::Graph& g, const passes::FusionResult& fusion,
@@ -313,6 +317,77 @@ double best_ms(const std::function<void()>& run) {
   return best;
 }
 
+struct Decision {
+  bool tiled = false;
+  int64_t block = 0; // tiled: query rows per block
+  std::string times; // for the log
+};
+
+/// Times a site both ways on zero-filled buffers of its operands' types: its three steps, and
+/// the one step with blocks of half, once and twice the default rows (16 to 256; not past the
+/// first size that holds every query row).
+Decision measure(const AttentionSite& site, const AttentionBuild& b,
+                 const passes::FusionResult& fusion, const LoweredGroup& lg,
+                 const Plan::KernelCall& softmax) {
+  TracerScope untraced(nullptr);
+  std::vector<Tensor> ops;
+  for (const ir::Value* v : b.operands)
+    ops.push_back(zeros_of(v));
+  const Tensor out = zeros_of(b.result);
+  const Tensor x = zeros_of(site.x), p = zeros_of(site.p);
+  const AttentionCall& call = *b.call;
+  auto gather = [&](const std::vector<size_t>& idx, const Tensor& first) {
+    std::vector<Tensor> in{first};
+    for (size_t i = 1; i < idx.size(); ++i)
+      in.push_back(ops[idx[i]]);
+    return in;
+  };
+  static const Attrs kNone;
+  std::vector<char*> buffers;
+  for (int64_t bnd : call.kernel_buffers)
+    buffers.push_back(
+        static_cast<char*>((bnd == AttentionCall::kScores  ? x
+                            : bnd == AttentionCall::kProbs ? p
+                                                           : ops[static_cast<size_t>(bnd)])
+                               .raw_data()));
+  const std::vector<Tensor> in1 = gather(call.scores_operands, ops[call.scores_operands[0]]);
+  const std::vector<Tensor> in2 = gather(call.out_operands, p);
+  const double unfused = best_ms([&] {
+    run_with_epilogue(Op::matmul, kNone, in1, call.scores, &x);
+    softmax.run(buffers.data());
+    run_with_epilogue(Op::matmul, kNone, in2, call.out, &out);
+  });
+  const Shape& xs = site.x->type().sizes();
+  const int64_t l = xs[xs.size() - 2];
+  std::vector<int64_t> blocks{site.block};
+  if (!std::getenv("KILN_ATTENTION_BLOCK")) {
+    blocks = {};
+    for (int64_t c : {site.block / 2, site.block, site.block * 2})
+      if (c >= 16 && c <= 256 && (blocks.empty() || blocks.back() < l)) blocks.push_back(c);
+  }
+  Decision d{false, site.block, ""};
+  double best = std::numeric_limits<double>::infinity();
+  char part[96];
+  for (int64_t block : blocks) {
+    AttentionSite s = site;
+    s.block = block;
+    s.key_end = masked_key_ends(site.x, block);
+    const AttentionBuild candidate = make_attention_call(s, fusion, lg);
+    const double ms = best_ms([&] { candidate.call->run(softmax, ops, out); });
+    std::snprintf(part, sizeof part, "%s%.3f ms in blocks of %lld", d.times.empty() ? "" : ", ", ms,
+                  static_cast<long long>(block));
+    d.times += part;
+    if (ms < best) {
+      best = ms;
+      d.block = block;
+    }
+  }
+  std::snprintf(part, sizeof part, " against %.3f ms as three steps", unfused);
+  d.times += part;
+  d.tiled = best < unfused;
+  return d;
+}
+
 } // namespace
 
 std::vector<AttentionSite>
@@ -320,7 +395,7 @@ choose_attention(std::span<const AttentionSite> sites, const passes::FusionResul
                  std::span<const LoweredGroup> groups, std::span<const Schedule> schedules,
                  std::span<const KernelEntry> entries, std::vector<std::string>& log) {
   static std::mutex mu;
-  static std::map<std::string, std::pair<bool, std::string>> decided; // key -> tiled, times
+  static std::map<std::string, Decision> decided; // per geometry
   const char* forced = std::getenv("KILN_ATTENTION");
   const std::string force = forced ? forced : "";
   std::vector<AttentionSite> chosen;
@@ -344,7 +419,7 @@ choose_attention(std::span<const AttentionSite> sites, const passes::FusionResul
       continue;
     }
     const std::string key = decision_key(b, groups[g].kernel, schedules[g]);
-    std::pair<bool, std::string> d;
+    Decision d;
     bool known = false;
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -354,46 +429,21 @@ choose_attention(std::span<const AttentionSite> sites, const passes::FusionResul
       }
     }
     if (!known) {
-      TracerScope untraced(nullptr);
-      std::vector<Tensor> ops;
-      for (const ir::Value* v : b.operands)
-        ops.push_back(zeros_of(v));
-      const Tensor out = zeros_of(b.result);
-      const Tensor x = zeros_of(site.x), p = zeros_of(site.p);
-      const Plan::KernelCall softmax = kernel_call(groups[g], schedules[g], entries[g]);
-      const AttentionCall& call = *b.call;
-      auto gather = [&](const std::vector<size_t>& idx, const Tensor& first) {
-        std::vector<Tensor> in{first};
-        for (size_t i = 1; i < idx.size(); ++i)
-          in.push_back(ops[idx[i]]);
-        return in;
-      };
-      static const Attrs kNone;
-      std::vector<char*> buffers;
-      for (int64_t bnd : call.kernel_buffers)
-        buffers.push_back(
-            static_cast<char*>((bnd == AttentionCall::kScores  ? x
-                                : bnd == AttentionCall::kProbs ? p
-                                                               : ops[static_cast<size_t>(bnd)])
-                                   .raw_data()));
-      const std::vector<Tensor> in1 = gather(call.scores_operands, ops[call.scores_operands[0]]);
-      const std::vector<Tensor> in2 = gather(call.out_operands, p);
-      const double unfused = best_ms([&] {
-        run_with_epilogue(Op::matmul, kNone, in1, call.scores, &x);
-        softmax.run(buffers.data());
-        run_with_epilogue(Op::matmul, kNone, in2, call.out, &out);
-      });
-      const double tiled = best_ms([&] { call.run(softmax, ops, out); });
-      char line[160];
-      std::snprintf(line, sizeof line, "%.3f ms as one step against %.3f ms as three", tiled,
-                    unfused);
-      d = {tiled < unfused, line};
+      d = measure(site, b, fusion, groups[g], kernel_call(groups[g], schedules[g], entries[g]));
       std::lock_guard<std::mutex> lock(mu);
       decided.emplace(key, d);
     }
-    log.push_back(where + ": " + (d.first ? "one step, block by block, " : "three steps, ") +
-                  d.second + (known ? " (decided earlier)" : ""));
-    if (d.first) chosen.push_back(site);
+    log.push_back(where + ": " +
+                  (d.tiled ? "one step, blocks of " + std::to_string(d.block) + " rows, "
+                           : std::string("three steps, ")) +
+                  d.times + (known ? " (decided earlier)" : ""));
+    if (!d.tiled) continue;
+    AttentionSite tiled = site;
+    if (d.block != site.block) {
+      tiled.block = d.block;
+      tiled.key_end = masked_key_ends(site.x, d.block);
+    }
+    chosen.push_back(std::move(tiled));
   }
   return chosen;
 }

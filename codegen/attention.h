@@ -56,7 +56,7 @@ choose_attention(std::span<const AttentionSite> sites, const passes::FusionResul
                  std::span<const KernelEntry> entries, std::vector<std::string>& log);
 
 /// Query rows per block: scores and probabilities of a block (2 * block * keys floats) fit
-/// in half of a core's L2.
+/// in 1 MiB (a core's L2), 16 to 128 rows.
 int64_t attention_block(int64_t keys);
 
 /// The sites of a fused graph (empty without library epilogues: the products are oneDNN's).
