@@ -140,9 +140,7 @@ int64_t attention_block(int64_t keys) {
   return std::clamp<int64_t>(rows / 16 * 16, 16, 128);
 }
 
-std::vector<AttentionSite> find_attention(const ir::Graph& g, const passes::FusionResult& fusion,
-                                          std::span<const LoweredGroup> groups) {
-  (void)g;
+std::vector<AttentionSite> find_attention(const passes::FusionResult& fusion) {
   std::vector<AttentionSite> sites;
   if (!library_epilogues_available()) return sites;
   // Where each value is computed: the step of the fused order, and matmuls as products.
@@ -152,8 +150,6 @@ std::vector<AttentionSite> find_attention(const ir::Graph& g, const passes::Fusi
   for (size_t k = 0; k < fusion.order.size(); ++k) {
     const passes::FusionStep& fs = fusion.order[k];
     if (fs.group >= 0) {
-      for (const ir::Value* v : groups[static_cast<size_t>(fs.group)].buffers)
-        if (step_of.find(v) == step_of.end()) step_of[v] = k; // inputs come first: not ours
       for (const ir::Value* v : fusion.groups[static_cast<size_t>(fs.group)].outputs)
         step_of[v] = k;
     } else if (fs.library >= 0) {

@@ -60,7 +60,8 @@ choose_attention(std::span<const AttentionSite> sites, const passes::FusionResul
 int64_t attention_block(int64_t keys);
 
 /// The sites of a fused graph (empty without library epilogues: the products are oneDNN's).
-std::vector<AttentionSite> find_attention(const ir::Graph& g, const passes::FusionResult& fusion,
-                                          std::span<const LoweredGroup> groups);
+/// Their softmax groups are lowered and scheduled for data that stays in the caches (never
+/// streamed), as the one step runs them block by block.
+std::vector<AttentionSite> find_attention(const passes::FusionResult& fusion);
 
 } // namespace kiln::codegen

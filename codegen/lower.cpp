@@ -223,11 +223,17 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
                  std::to_string(fusion.library_calls.size()) + " library calls");
   if (stages.done(Stage::fused, [&] { return fused_text(out.layout, fusion); })) return out;
 
+  // Attention sites: their softmax kernels run on blocks that stay in the caches.
+  const std::vector<AttentionSite> sites = find_attention(fusion);
+  std::vector<bool> in_cache(fusion.groups.size(), false);
+  for (const AttentionSite& site : sites)
+    in_cache[static_cast<size_t>(fusion.order[site.softmax].group)] = true;
+
   // lower: FusionGroup -> Kernel, each with the graph values its buffers bind.
   const std::vector<LoweredGroup> lowered = stages.run("lower", [&] {
     std::vector<LoweredGroup> v;
     for (size_t g = 0; g < fusion.groups.size(); ++g) {
-      v.push_back(lower_group(fusion.groups[g], "kiln_k" + std::to_string(g)));
+      v.push_back(lower_group(fusion.groups[g], "kiln_k" + std::to_string(g), in_cache[g]));
       // A kernel the verifier rejects is a lowering bug, never the user's.
       if (Expected<void> ok = ir::kernel::verify(v.back().kernel); !ok)
         KILN_UNREACHABLE("lowering made an invalid kernel: " + ok.error().message() + "\n" +
@@ -254,6 +260,8 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
     stages.summary(out.autotune.str());
     schedules = out.autotune.schedules;
   }
+  for (size_t g = 0; g < schedules.size(); ++g)
+    if (in_cache[g]) schedules[g].stream = false;
   if (stages.done(Stage::kernels, [&] { return kernels_text(kernels, schedules); })) return out;
   if (stages.done(Stage::source, [&] { return target.source(kernels, schedules); })) return out;
 
@@ -275,8 +283,7 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
   // plan: everything -> the runtime Plan.
   stages.run("plan", [&] {
     const std::vector<AttentionSite> attention =
-        choose_attention(find_attention(*out.graph, fusion, lowered), fusion, lowered, schedules,
-                         entries, out.attention_log);
+        choose_attention(sites, fusion, lowered, schedules, entries, out.attention_log);
     build_fused_plan(out, input_map, fusion, lowered, schedules, entries, attention);
   });
   stages.summary(std::to_string(out.plan.steps().size()) + " steps, " +

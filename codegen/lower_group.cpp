@@ -62,7 +62,8 @@ std::vector<int> memory_order(const passes::FusionGroup& grp) {
 
 class Lowerer {
 public:
-  Lowerer(const passes::FusionGroup& grp, std::string name, std::vector<const ir::Value*>& buffers)
+  Lowerer(const passes::FusionGroup& grp, std::string name, std::vector<const ir::Value*>& buffers,
+          bool in_cache)
       : grp_(grp), buffers_(buffers) {
     k_.name = std::move(name);
     for (const ir::Node* m : grp.nodes)
@@ -72,7 +73,7 @@ public:
     int64_t out_bytes = 0;
     for (const ir::Value* v : grp.outputs)
       out_bytes += v->type().numel() * itemsize(v->type().dtype());
-    streamed_ = out_bytes >= kStreamBytes; // the heuristic's rule (choose_schedule)
+    streamed_ = !in_cache && out_bytes >= kStreamBytes; // the heuristic's rule (choose_schedule)
     k_.outer = dom_.outer();
     k_.inner = dom_.inner();
     extents_ = k_.extents();
@@ -409,9 +410,9 @@ private:
 
 } // namespace
 
-LoweredGroup lower_group(const passes::FusionGroup& group, std::string name) {
+LoweredGroup lower_group(const passes::FusionGroup& group, std::string name, bool in_cache) {
   LoweredGroup out;
-  out.kernel = Lowerer(group, std::move(name), out.buffers).run();
+  out.kernel = Lowerer(group, std::move(name), out.buffers, in_cache).run();
   return out;
 }
 

@@ -19,6 +19,8 @@ struct LoweredGroup {
 /// per node before fusion (passes::is_lowerable), and such a node runs as an extern call. A
 /// group that breaks fusion's guarantees (an output its domain does not iterate) is a
 /// KILN_ASSERT.
-LoweredGroup lower_group(const passes::FusionGroup& group, std::string name);
+/// `in_cache`: the group's outputs stay in the caches (an attention site's softmax, run block
+/// by block): never lowered for streamed stores, whatever their size.
+LoweredGroup lower_group(const passes::FusionGroup& group, std::string name, bool in_cache = false);
 
 } // namespace kiln::codegen

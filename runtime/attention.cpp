@@ -110,7 +110,6 @@ std::string AttentionCall::str() const {
   std::string s = "attention: scores + " + scores.str() + ", softmax kernel " +
                   std::to_string(kernel) + ", out + " + out.str() + "; blocks of " +
                   std::to_string(block) + " query rows, " + skipped + " of the keys skipped";
-  if (!reason.empty()) s += " (" + reason + ")";
   return s;
 }
 

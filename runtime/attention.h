@@ -51,8 +51,6 @@ public:
   /// keys). A block whose skipped rows of V hold a non-finite value takes all keys, as the
   /// unfused product would propagate it (0 * inf).
   std::vector<int64_t> key_end;
-  /// How the step was chosen, for logs and dumps ("tiled 64 rows, 37% of keys skipped; ...").
-  std::string reason;
 
   AttentionCall();
   ~AttentionCall();
@@ -61,7 +59,8 @@ public:
 
   /// The fraction of key columns the blocks skip (0 without a mask).
   double skipped_fraction() const;
-  /// "attention: scores <epilogue>, softmax kernel K, out <epilogue>, block B, ...".
+  /// "attention: scores + mul(y, 0.125), softmax kernel 3, out + no post-ops; blocks of 128
+  /// query rows, 25% of the keys skipped".
   std::string str() const;
 
   /// Runs the step on its operands into `result` (of out.sizes and layout).
