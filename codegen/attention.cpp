@@ -230,8 +230,38 @@ std::vector<AttentionSite> find_attention(const passes::FusionResult& fusion) {
   return sites;
 }
 
+std::vector<int64_t> attention_blocks(const AttentionSite& site) {
+  if (std::getenv("KILN_ATTENTION_BLOCK")) return {site.block};
+  const Shape& xs = site.x->type().sizes();
+  const int64_t l = xs[xs.size() - 2];
+  std::vector<int64_t> blocks;
+  for (int64_t c : {site.block / 2, site.block, site.block * 2})
+    if (c >= 16 && c <= 256 && (blocks.empty() || blocks.back() < l)) blocks.push_back(c);
+  return blocks;
+}
+
+std::vector<int64_t> narrow_widths(const AttentionSite& site) {
+  const int64_t s = site.x->type().sizes().back();
+  std::vector<int64_t> widths;
+  for (int64_t block : attention_blocks(site))
+    for (int64_t w : masked_key_ends(site.x, block))
+      if (w < s) widths.push_back(w);
+  std::sort(widths.begin(), widths.end());
+  widths.erase(std::unique(widths.begin(), widths.end()), widths.end());
+  return widths;
+}
+
+ir::kernel::Kernel narrow_kernel(const ir::kernel::Kernel& k, int64_t width) {
+  KILN_ASSERT(k.inner.size() == 1 && width >= 1 && width <= k.inner[0],
+              "narrowing a kernel of inner extents ", shape_str(k.inner), " to ", width);
+  ir::kernel::Kernel n = k;
+  n.name += "_w" + std::to_string(width);
+  n.inner[0] = width;
+  return n;
+}
+
 AttentionBuild make_attention_call(const AttentionSite& site, const passes::FusionResult& fusion,
-                                   const LoweredGroup& lg) {
+                                   const LoweredGroup& lg, std::span<const KernelEntry> entries) {
   AttentionBuild b;
   b.call = std::make_unique<AttentionCall>();
   auto operand = [&](const ir::Value* v) {
@@ -270,6 +300,8 @@ AttentionBuild make_attention_call(const AttentionSite& site, const passes::Fusi
   b.result = product(site.out, call.out_operands, call.out);
   call.block = site.block;
   call.key_end = site.key_end;
+  for (auto [width, kernel] : site.narrow)
+    call.narrow.push_back({width, entries[kernel]});
   return b;
 }
 
@@ -324,7 +356,7 @@ struct Decision {
 /// first size that holds every query row).
 Decision measure(const AttentionSite& site, const AttentionBuild& b,
                  const passes::FusionResult& fusion, const LoweredGroup& lg,
-                 const Plan::KernelCall& softmax) {
+                 const Plan::KernelCall& softmax, std::span<const KernelEntry> entries) {
   TracerScope untraced(nullptr);
   std::vector<Tensor> ops;
   for (const ir::Value* v : b.operands)
@@ -353,14 +385,7 @@ Decision measure(const AttentionSite& site, const AttentionBuild& b,
     softmax.run(buffers.data());
     run_with_epilogue(Op::matmul, kNone, in2, call.out, &out);
   });
-  const Shape& xs = site.x->type().sizes();
-  const int64_t l = xs[xs.size() - 2];
-  std::vector<int64_t> blocks{site.block};
-  if (!std::getenv("KILN_ATTENTION_BLOCK")) {
-    blocks = {};
-    for (int64_t c : {site.block / 2, site.block, site.block * 2})
-      if (c >= 16 && c <= 256 && (blocks.empty() || blocks.back() < l)) blocks.push_back(c);
-  }
+  const std::vector<int64_t> blocks = attention_blocks(site);
   Decision d{false, site.block, ""};
   double best = std::numeric_limits<double>::infinity();
   char part[96];
@@ -368,7 +393,7 @@ Decision measure(const AttentionSite& site, const AttentionBuild& b,
     AttentionSite s = site;
     s.block = block;
     s.key_end = masked_key_ends(site.x, block);
-    const AttentionBuild candidate = make_attention_call(s, fusion, lg);
+    const AttentionBuild candidate = make_attention_call(s, fusion, lg, entries);
     const double ms = best_ms([&] { candidate.call->run(softmax, ops, out); });
     std::snprintf(part, sizeof part, "%s%.3f ms in blocks of %lld", d.times.empty() ? "" : ", ", ms,
                   static_cast<long long>(block));
@@ -397,7 +422,7 @@ choose_attention(std::span<const AttentionSite> sites, const passes::FusionResul
   std::vector<AttentionSite> chosen;
   for (const AttentionSite& site : sites) {
     const auto g = static_cast<size_t>(fusion.order[site.softmax].group);
-    AttentionBuild b = make_attention_call(site, fusion, groups[g]);
+    AttentionBuild b = make_attention_call(site, fusion, groups[g], entries);
     const std::string where = "attention at " + site.x->type().str() + " scores";
     if (force == "tiled" || force == "unfused") {
       log.push_back(where + ": " + (force == "tiled" ? "one step, block by block" : "three steps") +
@@ -425,7 +450,8 @@ choose_attention(std::span<const AttentionSite> sites, const passes::FusionResul
       }
     }
     if (!known) {
-      d = measure(site, b, fusion, groups[g], kernel_call(groups[g], schedules[g], entries[g]));
+      d = measure(site, b, fusion, groups[g], kernel_call(groups[g], schedules[g], entries[g]),
+                  entries);
       std::lock_guard<std::mutex> lock(mu);
       decided.emplace(key, d);
     }

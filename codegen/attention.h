@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codegen/lower_group.h"
@@ -32,7 +33,23 @@ struct AttentionSite {
   /// only through where(mask, -inf, X) selects whose mask is known when compiling: a causal
   /// mask); empty: every key.
   std::vector<int64_t> key_end;
+  /// The softmax kernel narrowed to the first w keys, as (w, its index among the lowered
+  /// kernels), for each key_end short of every key that a candidate block size gives
+  /// (narrow_widths; the lowering adds them).
+  std::vector<std::pair<int64_t, size_t>> narrow;
 };
+
+/// The block sizes a compile times (half, once and twice site.block, 16 to 256, none past
+/// the first that holds every query row; KILN_ATTENTION_BLOCK: that one alone).
+std::vector<int64_t> attention_blocks(const AttentionSite& site);
+
+/// The distinct key_end short of every key over attention_blocks(site): the widths the softmax
+/// kernel is narrowed to.
+std::vector<int64_t> narrow_widths(const AttentionSite& site);
+
+/// `k` (a softmax kernel over the scores' last dim) iterating only the first `width` keys:
+/// the same indices, so it reads and writes those columns of the same rows.
+ir::kernel::Kernel narrow_kernel(const ir::kernel::Kernel& k, int64_t width);
 
 /// The runtime call of a site (its kernel index unset), the values its operand indices name,
 /// its result and the output product's matmul node.
@@ -43,7 +60,7 @@ struct AttentionBuild {
   const ir::Node* anchor = nullptr;
 };
 AttentionBuild make_attention_call(const AttentionSite& site, const passes::FusionResult& fusion,
-                                   const LoweredGroup& lg);
+                                   const LoweredGroup& lg, std::span<const KernelEntry> entries);
 
 /// Which sites run as one attention step. Each is timed both ways on its own shapes (zeros in
 /// buffers of the operands' types): the step, against the three steps alone, and the faster

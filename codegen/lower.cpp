@@ -224,20 +224,34 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
   if (stages.done(Stage::fused, [&] { return fused_text(out.layout, fusion); })) return out;
 
   // Attention sites: their softmax kernels run on blocks that stay in the caches.
-  const std::vector<AttentionSite> sites = find_attention(fusion);
+  std::vector<AttentionSite> sites = find_attention(fusion);
   std::vector<bool> in_cache(fusion.groups.size(), false);
   for (const AttentionSite& site : sites)
     in_cache[static_cast<size_t>(fusion.order[site.softmax].group)] = true;
 
-  // lower: FusionGroup -> Kernel, each with the graph values its buffers bind.
+  // lower: FusionGroup -> Kernel, each with the graph values its buffers bind; then, after
+  // the groups' kernels, each attention site's softmax narrowed to the key widths its blocks
+  // may stop at.
   const std::vector<LoweredGroup> lowered = stages.run("lower", [&] {
     std::vector<LoweredGroup> v;
-    for (size_t g = 0; g < fusion.groups.size(); ++g) {
-      v.push_back(lower_group(fusion.groups[g], "kiln_k" + std::to_string(g), in_cache[g]));
+    auto verified = [&] {
       // A kernel the verifier rejects is a lowering bug, never the user's.
       if (Expected<void> ok = ir::kernel::verify(v.back().kernel); !ok)
         KILN_UNREACHABLE("lowering made an invalid kernel: " + ok.error().message() + "\n" +
                          v.back().kernel.str());
+    };
+    for (size_t g = 0; g < fusion.groups.size(); ++g) {
+      v.push_back(lower_group(fusion.groups[g], "kiln_k" + std::to_string(g), in_cache[g]));
+      verified();
+    }
+    for (AttentionSite& site : sites) {
+      const auto g = static_cast<size_t>(fusion.order[site.softmax].group);
+      for (int64_t width : narrow_widths(site)) {
+        site.narrow.push_back({width, v.size()});
+        v.push_back({narrow_kernel(v[g].kernel, width), v[g].buffers});
+        verified();
+        in_cache.push_back(true);
+      }
     }
     return v;
   });

@@ -108,8 +108,10 @@ std::string AttentionCall::str() const {
   char skipped[32];
   std::snprintf(skipped, sizeof skipped, "%.0f%%", 100 * skipped_fraction());
   std::string s = "attention: scores + " + scores.str() + ", softmax kernel " +
-                  std::to_string(kernel) + ", out + " + out.str() + "; blocks of " +
-                  std::to_string(block) + " query rows, " + skipped + " of the keys skipped";
+                  std::to_string(kernel) +
+                  (narrow.empty() ? "" : " (" + std::to_string(narrow.size()) + " narrowed)") +
+                  ", out + " + out.str() + "; blocks of " + std::to_string(block) +
+                  " query rows, " + skipped + " of the keys skipped";
   return s;
 }
 
@@ -212,7 +214,10 @@ void AttentionCall::run(const Plan::KernelCall& softmax, std::span<const Tensor>
         buffers[i] = t.numel() == 0 ? nullptr : static_cast<char*>(t.raw_data());
       }
     }
-    softmax.entry(buffers, r0, r0 + rows);
+    KernelEntry entry = softmax.entry;
+    for (const auto& [width, narrowed] : narrow)
+      if (width == kend) entry = narrowed;
+    entry(buffers, r0, r0 + rows);
     // Out: P[:, 0:kend] V[n, 0:kend, :] into the result's rows.
     product(kOutProduct, out, out_operands,
             {pr, vd + vo[nn] * f, rd + (ro[nn] + l0 * result.stride(-2)) * f},

@@ -17,6 +17,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/epilogue.h"
@@ -51,6 +52,10 @@ public:
   /// keys). A block whose skipped rows of V hold a non-finite value takes all keys, as the
   /// unfused product would propagate it (0 * inf).
   std::vector<int64_t> key_end;
+  /// The softmax kernel narrowed to the first w keys (its loops over [0, w), the same
+  /// indices), by w: a block with key_end w runs it, so the masked columns cost nothing.
+  /// A width without one runs the full kernel.
+  std::vector<std::pair<int64_t, KernelEntry>> narrow;
 
   AttentionCall();
   ~AttentionCall();
