@@ -6,7 +6,7 @@ install(TARGETS kiln kiln_runtime kiln_ir kiln_passes kiln_codegen kiln_frontend
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # Public headers keep their repository paths under include/kiln/ (runtime/tensor.h, ...).
-install(FILES include/kiln/kiln.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln)
+install(FILES include/kiln/kiln.h include/kiln/kiln_aot.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln)
 foreach(layer runtime ir passes frontend)
   install(DIRECTORY ${layer}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln/${layer}
           FILES_MATCHING PATTERN "*.h" PATTERN "*.def")

@@ -251,11 +251,15 @@ std::vector<int64_t> narrow_widths(const AttentionSite& site) {
   return widths;
 }
 
+std::string narrow_name(const std::string& name, int64_t width) {
+  return name + "_w" + std::to_string(width);
+}
+
 ir::kernel::Kernel narrow_kernel(const ir::kernel::Kernel& k, int64_t width) {
   KILN_ASSERT(k.inner.size() == 1 && width >= 1 && width <= k.inner[0],
               "narrowing a kernel of inner extents ", shape_str(k.inner), " to ", width);
   ir::kernel::Kernel n = k;
-  n.name += "_w" + std::to_string(width);
+  n.name = narrow_name(k.name, width);
   n.inner[0] = width;
   return n;
 }
@@ -301,7 +305,7 @@ AttentionBuild make_attention_call(const AttentionSite& site, const passes::Fusi
   call.block = site.block;
   call.key_end = site.key_end;
   for (auto [width, kernel] : site.narrow)
-    call.narrow.push_back({width, entries[kernel]});
+    call.narrow.push_back({width, entries[kernel], narrow_name(lg.kernel.name, width)});
   return b;
 }
 

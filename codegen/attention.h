@@ -47,6 +47,9 @@ std::vector<int64_t> attention_blocks(const AttentionSite& site);
 /// kernel is narrowed to.
 std::vector<int64_t> narrow_widths(const AttentionSite& site);
 
+/// The name of kernel `name` narrowed to `width` keys.
+std::string narrow_name(const std::string& name, int64_t width);
+
 /// `k` (a softmax kernel over the scores' last dim) iterating only the first `width` keys:
 /// the same indices, so it reads and writes those columns of the same rows.
 ir::kernel::Kernel narrow_kernel(const ir::kernel::Kernel& k, int64_t width);

@@ -14,6 +14,7 @@ namespace kiln::codegen {
 Plan::KernelCall kernel_call(const LoweredGroup& lg, const Schedule& schedule, KernelEntry entry) {
   Plan::KernelCall call;
   call.entry = entry;
+  call.name = lg.kernel.name;
   call.rows = schedule.rows(lg.kernel);
   call.grain = schedule.grain;
   call.threads = schedule.threads;

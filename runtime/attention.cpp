@@ -215,8 +215,8 @@ void AttentionCall::run(const Plan::KernelCall& softmax, std::span<const Tensor>
       }
     }
     KernelEntry entry = softmax.entry;
-    for (const auto& [width, narrowed] : narrow)
-      if (width == kend) entry = narrowed;
+    for (const Narrowed& n : narrow)
+      if (n.width == kend) entry = n.entry;
     entry(buffers, r0, r0 + rows);
     // Out: P[:, 0:kend] V[n, 0:kend, :] into the result's rows.
     product(kOutProduct, out, out_operands,

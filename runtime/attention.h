@@ -55,7 +55,12 @@ public:
   /// The softmax kernel narrowed to the first w keys (its loops over [0, w), the same
   /// indices), by w: a block with key_end w runs it, so the masked columns cost nothing.
   /// A width without one runs the full kernel.
-  std::vector<std::pair<int64_t, KernelEntry>> narrow;
+  struct Narrowed {
+    int64_t width = 0;
+    KernelEntry entry = nullptr;
+    std::string name; // the kernel's symbol
+  };
+  std::vector<Narrowed> narrow;
 
   AttentionCall();
   ~AttentionCall();

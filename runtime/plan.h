@@ -42,6 +42,7 @@ class Plan {
 public:
   struct KernelCall {
     KernelEntry entry = nullptr;
+    std::string name;  // the kernel's symbol (a saved plan names its kernels by it)
     int64_t rows = 0;  // rows of the kernel's iteration space
     int64_t grain = 1; // rows per parallel chunk; at most `grain` rows run on the caller
     int threads = 0;   // threads the rows may run on; 0: the pool's
