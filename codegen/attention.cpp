@@ -230,15 +230,42 @@ std::vector<AttentionSite> find_attention(const passes::FusionResult& fusion) {
   return sites;
 }
 
+namespace {
+
+/// b rounded up to a multiple of per.
+int64_t round_up(int64_t b, int64_t per) {
+  per = std::max<int64_t>(per, 1);
+  return (b + per - 1) / per * per;
+}
+
+} // namespace
+
 std::vector<int64_t> attention_blocks(const AttentionSite& site) {
-  if (std::getenv("KILN_ATTENTION_BLOCK")) return {site.block};
+  auto rounded = [&site](int64_t b) { return round_up(b, site.rows_per); };
+  if (std::getenv("KILN_ATTENTION_BLOCK")) return {rounded(site.block)};
   const Shape& xs = site.x->type().sizes();
   const int64_t l = xs[xs.size() - 2];
   std::vector<int64_t> blocks;
-  for (int64_t c : {site.block / 2, site.block, site.block * 2})
-    if (c >= 16 && c <= 256 && (blocks.empty() || blocks.back() < l)) blocks.push_back(c);
+  for (int64_t c : {site.block / 2, site.block, site.block * 2}) {
+    c = rounded(c);
+    if (c >= 16 && c <= 256 && (blocks.empty() || (blocks.back() < l && blocks.back() < c)))
+      blocks.push_back(c);
+  }
+  if (blocks.empty()) blocks.push_back(rounded(site.block));
   return blocks;
 }
+
+namespace {
+
+/// The site in blocks of `block` query rows, its key ends for them.
+AttentionSite in_blocks(const AttentionSite& site, int64_t block) {
+  AttentionSite s = site;
+  s.block = block;
+  s.key_end = masked_key_ends(site.x, block);
+  return s;
+}
+
+} // namespace
 
 std::vector<int64_t> narrow_widths(const AttentionSite& site) {
   const int64_t s = site.x->type().sizes().back();
@@ -265,7 +292,8 @@ ir::kernel::Kernel narrow_kernel(const ir::kernel::Kernel& k, int64_t width) {
 }
 
 AttentionBuild make_attention_call(const AttentionSite& site, const passes::FusionResult& fusion,
-                                   const LoweredGroup& lg, std::span<const KernelEntry> entries) {
+                                   const LoweredGroup& lg, std::span<const Schedule> schedules,
+                                   std::span<const KernelEntry> entries) {
   AttentionBuild b;
   b.call = std::make_unique<AttentionCall>();
   auto operand = [&](const ir::Value* v) {
@@ -303,9 +331,13 @@ AttentionBuild make_attention_call(const AttentionSite& site, const passes::Fusi
                                                 : static_cast<int64_t>(operand(v)));
   b.result = product(site.out, call.out_operands, call.out);
   call.block = site.block;
+  call.kernel_rows_per = site.rows_per;
   call.key_end = site.key_end;
+  // A narrowed kernel scheduled in tiles of rows has no row range a block maps to.
   for (auto [width, kernel] : site.narrow)
-    call.narrow.push_back({width, entries[kernel], narrow_name(lg.kernel.name, width)});
+    if (schedules[kernel].tile == 1)
+      call.narrow.push_back(
+          {width, entries[kernel], narrow_name(lg.kernel.name, width), schedules[kernel].block});
   return b;
 }
 
@@ -360,7 +392,8 @@ struct Decision {
 /// first size that holds every query row).
 Decision measure(const AttentionSite& site, const AttentionBuild& b,
                  const passes::FusionResult& fusion, const LoweredGroup& lg,
-                 const Plan::KernelCall& softmax, std::span<const KernelEntry> entries) {
+                 const Plan::KernelCall& softmax, std::span<const Schedule> schedules,
+                 std::span<const KernelEntry> entries) {
   TracerScope untraced(nullptr);
   std::vector<Tensor> ops;
   for (const ir::Value* v : b.operands)
@@ -394,10 +427,8 @@ Decision measure(const AttentionSite& site, const AttentionBuild& b,
   double best = std::numeric_limits<double>::infinity();
   char part[96];
   for (int64_t block : blocks) {
-    AttentionSite s = site;
-    s.block = block;
-    s.key_end = masked_key_ends(site.x, block);
-    const AttentionBuild candidate = make_attention_call(s, fusion, lg, entries);
+    const AttentionBuild candidate =
+        make_attention_call(in_blocks(site, block), fusion, lg, schedules, entries);
     const double ms = best_ms([&] { candidate.call->run(softmax, ops, out); });
     std::snprintf(part, sizeof part, "%s%.3f ms in blocks of %lld", d.times.empty() ? "" : ", ", ms,
                   static_cast<long long>(block));
@@ -424,10 +455,19 @@ choose_attention(std::span<const AttentionSite> sites, const passes::FusionResul
   const char* forced = std::getenv("KILN_ATTENTION");
   const std::string force = forced ? forced : "";
   std::vector<AttentionSite> chosen;
-  for (const AttentionSite& site : sites) {
-    const auto g = static_cast<size_t>(fusion.order[site.softmax].group);
-    AttentionBuild b = make_attention_call(site, fusion, groups[g], entries);
-    const std::string where = "attention at " + site.x->type().str() + " scores";
+  for (const AttentionSite& unscheduled : sites) {
+    const auto g = static_cast<size_t>(fusion.order[unscheduled.softmax].group);
+    const std::string where = "attention at " + unscheduled.x->type().str() + " scores";
+    // The step runs the softmax kernel on a block's rows: a kernel scheduled in tiles of two
+    // dims has no such range; one in blocks of the last dim takes blocks of whole ones.
+    if (schedules[g].tile != 1) {
+      log.push_back(where + ": three steps (the softmax kernel runs in tiles)");
+      continue;
+    }
+    AttentionSite scheduled = unscheduled;
+    scheduled.rows_per = schedules[g].block;
+    const AttentionSite site = in_blocks(scheduled, round_up(scheduled.block, scheduled.rows_per));
+    AttentionBuild b = make_attention_call(site, fusion, groups[g], schedules, entries);
     if (force == "tiled" || force == "unfused") {
       log.push_back(where + ": " + (force == "tiled" ? "one step, block by block" : "three steps") +
                     " (KILN_ATTENTION=" + force + ")");
@@ -455,7 +495,7 @@ choose_attention(std::span<const AttentionSite> sites, const passes::FusionResul
     }
     if (!known) {
       d = measure(site, b, fusion, groups[g], kernel_call(groups[g], schedules[g], entries[g]),
-                  entries);
+                  schedules, entries);
       std::lock_guard<std::mutex> lock(mu);
       decided.emplace(key, d);
     }
@@ -464,12 +504,7 @@ choose_attention(std::span<const AttentionSite> sites, const passes::FusionResul
                            : std::string("three steps, ")) +
                   d.times + (known ? " (decided earlier)" : ""));
     if (!d.tiled) continue;
-    AttentionSite tiled = site;
-    if (d.block != site.block) {
-      tiled.block = d.block;
-      tiled.key_end = masked_key_ends(site.x, d.block);
-    }
-    chosen.push_back(std::move(tiled));
+    chosen.push_back(d.block == site.block ? site : in_blocks(site, d.block));
   }
   return chosen;
 }

@@ -27,8 +27,10 @@ struct AttentionSite {
   const ir::Value* x = nullptr;            // the scores
   const ir::Value* p = nullptr;            // the probabilities
   /// Query rows per block (attention_block; KILN_ATTENTION_BLOCK=N sets it, for tests and
-  /// tuning).
+  /// tuning). A multiple of rows_per once the schedules are known.
   int64_t block = 64;
+  /// Query rows per row of the softmax kernel (its schedule's block; 1 until scheduled).
+  int64_t rows_per = 1;
   /// Per block of query rows, the keys [0, key_end) some row of it keeps (the group reads X
   /// only through where(mask, -inf, X) selects whose mask is known when compiling: a causal
   /// mask); empty: every key.
@@ -40,7 +42,8 @@ struct AttentionSite {
 };
 
 /// The block sizes a compile times (half, once and twice site.block, 16 to 256, none past
-/// the first that holds every query row; KILN_ATTENTION_BLOCK: that one alone).
+/// the first that holds every query row; KILN_ATTENTION_BLOCK: that one alone), each rounded
+/// up to a multiple of site.rows_per.
 std::vector<int64_t> attention_blocks(const AttentionSite& site);
 
 /// The distinct key_end short of every key over attention_blocks(site): the widths the softmax
@@ -63,7 +66,8 @@ struct AttentionBuild {
   const ir::Node* anchor = nullptr;
 };
 AttentionBuild make_attention_call(const AttentionSite& site, const passes::FusionResult& fusion,
-                                   const LoweredGroup& lg, std::span<const KernelEntry> entries);
+                                   const LoweredGroup& lg, std::span<const Schedule> schedules,
+                                   std::span<const KernelEntry> entries);
 
 /// Which sites run as one attention step. Each is timed both ways on its own shapes (zeros in
 /// buffers of the operands' types): the step, against the three steps alone, and the faster

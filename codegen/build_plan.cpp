@@ -110,9 +110,11 @@ public:
   /// An attention site as one step: its softmax kernel joins the plan's kernels, run by the
   /// step block by block.
   void attention(const AttentionSite& site, const passes::FusionResult& fusion,
-                 const LoweredGroup& lg, const Schedule& schedule,
-                 std::span<const KernelEntry> entries, KernelEntry entry) {
-    AttentionBuild built = make_attention_call(site, fusion, lg, entries);
+                 const LoweredGroup& lg, std::span<const Schedule> schedules,
+                 std::span<const KernelEntry> entries, size_t g) {
+    const Schedule& schedule = schedules[g];
+    const KernelEntry entry = entries[g];
+    AttentionBuild built = make_attention_call(site, fusion, lg, schedules, entries);
     Plan::Step st;
     for (const ir::Value* v : built.operands)
       st.operands.push_back(slot(v));
@@ -173,7 +175,7 @@ void build_fused_plan(CompiledGraph& cg, std::span<const size_t> input_map,
     if (inside[k]) continue;
     if (const AttentionSite* site = site_at[k]) {
       const auto g = static_cast<size_t>(fusion.order[site->softmax].group);
-      b.attention(*site, fusion, groups[g], schedules[g], entries, entries[g]);
+      b.attention(*site, fusion, groups[g], schedules, entries, g);
     } else if (fs.library >= 0) {
       b.library_call(fusion.library_calls[static_cast<size_t>(fs.library)]);
     } else if (fs.group >= 0) {

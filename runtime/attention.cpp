@@ -131,6 +131,8 @@ void AttentionCall::run(const Plan::KernelCall& softmax, std::span<const Tensor>
   const int64_t items = numel_of(batch);
   const int64_t blocks = (l + block - 1) / block;
   if (items * l * e == 0) return;
+  KILN_ASSERT(kernel_rows_per >= 1 && block % kernel_rows_per == 0, "attention: blocks of ", block,
+              " query rows, the softmax kernel's rows of ", kernel_rows_per);
   const std::vector<int64_t> qo = batch_offsets(q, batch), ko = batch_offsets(kt, batch),
                              vo = batch_offsets(v, batch), ro = batch_offsets(result, batch);
   auto* qd = static_cast<char*>(q.raw_data());
@@ -215,9 +217,14 @@ void AttentionCall::run(const Plan::KernelCall& softmax, std::span<const Tensor>
       }
     }
     KernelEntry entry = softmax.entry;
-    for (const Narrowed& n : narrow)
-      if (n.width == kend) entry = n.entry;
-    entry(buffers, r0, r0 + rows);
+    int64_t per = kernel_rows_per;
+    for (const Narrowed& nk : narrow)
+      if (nk.width == kend && block % nk.rows_per == 0) {
+        entry = nk.entry;
+        per = nk.rows_per;
+      }
+    const int64_t first = n * ((l + per - 1) / per);
+    entry(buffers, first + l0 / per, first + (l0 + rows + per - 1) / per);
     // Out: P[:, 0:kend] V[n, 0:kend, :] into the result's rows.
     product(kOutProduct, out, out_operands,
             {pr, vd + vo[nn] * f, rd + (ro[nn] + l0 * result.stride(-2)) * f},

@@ -46,8 +46,12 @@ public:
   /// kProbs or a step operand.
   int kernel = -1;
   std::vector<int64_t> kernel_buffers;
-  /// Query rows per block.
+  /// Query rows per block (a multiple of kernel_rows_per and of each used narrowed kernel's).
   int64_t block = 64;
+  /// Query rows per row of the softmax kernel (its schedule's block of the last outer dim):
+  /// a block's rows [l0, l0 + rows) of batch item n are kernel rows
+  /// n * ceil(L / per) + [l0 / per, ceil((l0 + rows) / per)).
+  int64_t kernel_rows_per = 1;
   /// Per block of query rows: the mask leaves them keys [0, key_end[b]) at most (empty: all
   /// keys). A block whose skipped rows of V hold a non-finite value takes all keys, as the
   /// unfused product would propagate it (0 * inf).
@@ -58,7 +62,8 @@ public:
   struct Narrowed {
     int64_t width = 0;
     KernelEntry entry = nullptr;
-    std::string name; // the kernel's symbol
+    std::string name;     // the kernel's symbol
+    int64_t rows_per = 1; // query rows per kernel row (used only when it divides block)
   };
   std::vector<Narrowed> narrow;
 

@@ -292,11 +292,13 @@ std::string save_plan(const Plan& plan) {
       w.i64(a->kernel);
       w.ints(a->kernel_buffers);
       w.i64(a->block);
+      w.i64(a->kernel_rows_per);
       w.ints(a->key_end);
       w.i64(static_cast<int64_t>(a->narrow.size()));
       for (const AttentionCall::Narrowed& n : a->narrow) {
         w.i64(n.width);
         w.str(n.name);
+        w.i64(n.rows_per);
       }
     }
   }
@@ -404,9 +406,11 @@ std::unique_ptr<LoadedPlan> load_plan(std::string_view bytes, const KernelResolv
             (b < 0 || static_cast<size_t>(b) >= ops))
           r.fail("attention kernel buffer ", b, " of ", ops, " operands");
       a.block = r.i64("attention block");
+      a.kernel_rows_per = r.i64("attention kernel rows");
       a.key_end = r.ints("attention key ends");
       if (a.scores_operands.size() < 2 || a.out_operands.size() < 2 || a.block < 1 ||
-          a.scores.sizes.size() < 2 || st.results.size() != 1)
+          a.kernel_rows_per < 1 || a.block % a.kernel_rows_per != 0 || a.scores.sizes.size() < 2 ||
+          st.results.size() != 1)
         r.fail("step ", k, ": a malformed attention call");
       const int64_t keys = a.scores.sizes.back();
       const auto rows = a.scores.sizes[a.scores.sizes.size() - 2];
@@ -421,6 +425,8 @@ std::unique_ptr<LoadedPlan> load_plan(std::string_view bytes, const KernelResolv
         nk.width = r.i64("narrowed width");
         nk.name = r.str("narrowed kernel name");
         nk.entry = entry(nk.name);
+        nk.rows_per = r.i64("narrowed kernel rows");
+        if (nk.rows_per < 1) r.fail("a narrowed kernel of ", nk.rows_per, " rows per row");
       }
       st.attention = &a;
     }

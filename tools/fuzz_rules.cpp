@@ -290,6 +290,26 @@ bool make_linear(ProgramBuilder& b, Step& s) {
   return true;
 }
 
+/// scaled_dot_product_attention: queries [..., L, D] (a value of the program), keys
+/// [..., S, D] and values [..., S, E] of its batch dims; causal, or with a boolean mask, or
+/// neither (ints: causal, masked).
+bool make_attention(ProgramBuilder& b, Step& s) {
+  auto q = b.pick([](const Tensor& t) { return float_ranked(t) && t.dim() >= 2; });
+  if (!q) return false;
+  const Tensor& t = b.tensor(*q);
+  Shape k(t.sizes().begin(), t.sizes().end()), v = k;
+  const int64_t keys = b.coin(0.5) ? t.size(-2) : b.uniform(1, 40);
+  k[k.size() - 2] = v[v.size() - 2] = keys;
+  v.back() = b.one_of<int64_t>({1, 5, 8, 16});
+  const DType dt = t.dtype();
+  s.operands = {*q, b.new_input(k, dt), b.new_input(v, dt)};
+  const bool causal = b.coin(0.5);
+  const bool masked = !causal && b.coin(0.4);
+  if (masked) s.operands.push_back(b.new_input({t.size(-2), keys}, DType::bool_));
+  s.ints = {causal ? 1 : 0, masked ? 1 : 0};
+  return true;
+}
+
 bool make_conv2d(ProgramBuilder& b, Step& s) {
   auto x = b.coin(0.5) ? b.pick(four_d) : std::nullopt;
   ValueRef in = x ? *x
@@ -504,6 +524,10 @@ const Rule kRules[] = {
     {"matmul", "matmul", kSums, make_matmul, [](X x, const Step&) { return matmul(x[0], x[1]); }},
     {"linear", "matmul", kSums, make_linear, [](X x, const Step&) {
        return linear(x[0], x[1], x.size() > 2 ? x[2] : Tensor());
+     }},
+    {"attention", "matmul", kSums, make_attention, [](X x, const Step& s) {
+       return scaled_dot_product_attention(x[0], x[1], x[2], s.ints[1] ? x[3] : Tensor(), 0.0,
+                                           s.ints[0] != 0);
      }},
     {"conv2d", "conv", kSums, make_conv2d, [](X x, const Step& s) {
        return conv2d(x[0], x[1], x.size() > 2 ? x[2] : Tensor(), {s.ints[0], s.ints[0]},

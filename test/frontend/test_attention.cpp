@@ -74,6 +74,10 @@ TEST_CASE("compiled attention computes what eager code does, in one step and in 
       {"causal, heads", {2, 3, 70, 24}, {2, 3, 70, 24}, {2, 3, 70, 40}, true},
       {"no mask, fewer keys than queries", {2, 50, 8}, {2, 37, 8}, {2, 37, 12}},
       {"no batch dims", {33, 16}, {45, 16}, {45, 16}},
+      // Rows of 2 keys: the softmax kernel is vector code along the queries, a kernel row a
+      // block of them, which a block of the step must hold whole (a fuzz finding: the step
+      // ran a block's kernel rows as if each were one query, past its buffers).
+      {"causal, 2 keys for 33 queries", {33, 7}, {2, 7}, {2, 8}, true},
       {"boolean mask", {1, 2, 40, 8}, {1, 2, 29, 8}, {1, 2, 29, 8}, false, Case::Mask::boolean},
       {"additive mask", {3, 21, 8}, {3, 40, 8}, {3, 40, 5}, false, Case::Mask::additive, false},
   };
