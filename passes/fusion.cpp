@@ -79,9 +79,25 @@ std::string no_refusal(const Candidate&) { return {}; }
 /// group iterates S or the reduced shape.
 std::string epilogue_refusal(const Candidate& x) {
   std::optional<IndexVec> at = x.d1.canonical(x.d2.shape);
-  std::optional<IndexVec> want = x.d1.canonical(x.src->type().sizes());
-  if (at && want && broadcast_index(x.src->type().sizes(), *at) == *want) return {};
-  return "the consumer's shape is not the reduction's domain or result";
+  auto read_at_outer_index = [&](const ir::Value* v) {
+    std::optional<IndexVec> want = x.d1.canonical(v->type().sizes());
+    return at && want && broadcast_index(v->type().sizes(), *at) == *want;
+  };
+  if (!read_at_outer_index(x.src))
+    return "the consumer's shape is not the reduction's domain or result";
+  // Every other value of the reduction's group the consumer reads must be read there too:
+  // the kernel computes them at its outer index only (a fuzz finding: a reduction's result,
+  // and one element of a value after it through a slice, read by one consumer).
+  for (const ir::Value* v : x.c->inputs()) {
+    const ir::Value* src = view_source(v);
+    if (src == x.src || !src->producer() || !x.groups.member(src->producer()) ||
+        x.groups.group_of(src->producer()) != x.g1)
+      continue;
+    if (v != src || !read_at_outer_index(src))
+      return "it also reads " + x.groups.label(src->producer()) +
+             " of the reduction's group at another index";
+  }
+  return {};
 }
 
 /// A reduce loop recomputes, at each of its points, every value of its kernel it reads that
