@@ -409,7 +409,7 @@ ExplainReport CompiledFunction::explain(std::span<const detail::CallArg> args,
   session.trace_call(tensor_args(args), body);
   ExplainReport rep;
   for (const TraceSession::GraphInfo& g : session.graphs())
-    rep.graphs.push_back({g.ops, g.inputs, g.outputs, g.ir, g.fallback, g.layout});
+    rep.graphs.push_back({g.ops, g.inputs, g.outputs, g.ir, g.fallback, g.layout, g.attention});
   rep.breaks = session.breaks();
   rep.guards = GuardSet::build(args, s.module, session.replay().get(), session.host_reads(),
                                session.mode_reads())

@@ -131,6 +131,9 @@ struct ExplainReport {
     /// ("layout: region of %4 conv2d (2 convs, 3 values): channels-last, ..."); empty
     /// without conv regions.
     std::vector<std::string> layout;
+    /// Each attention site of the graph, one line: whether it runs as one step block by
+    /// block or as three steps, and the times that decided it (KILN_LOGS=attention's lines).
+    std::vector<std::string> attention;
   };
   std::vector<Graph> graphs;
   std::vector<GraphBreak> breaks;

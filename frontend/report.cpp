@@ -53,6 +53,9 @@ std::string ExplainReport::to_json() const {
        << ", \"layout\": [";
     for (size_t k = 0; k < g.layout.size(); ++k)
       os << (k ? ", " : "") << json::quote(g.layout[k]);
+    os << "], \"attention\": [";
+    for (size_t k = 0; k < g.attention.size(); ++k)
+      os << (k ? ", " : "") << json::quote(g.attention[k]);
     os << "]}";
   }
   os << (graphs.empty() ? "],\n" : "\n  ],\n");
@@ -83,13 +86,16 @@ ExplainReport ExplainReport::from_json(std::string_view text) {
                         int_member(g, "outputs"),
                         str_member(g, "ir"),
                         optional_str_member(g, "fallback"),
+                        {},
                         {}});
-    for (const json::Value::Member& m : g.object) // "layout": absent in older reports
-      if (m.key == "layout")
-        for (const json::Value& line : member(g, "layout", json::Value::Type::array).array) {
-          KILN_CHECK(line.type == json::Value::Type::string,
-                     "explain report: a layout line should be a string");
-          r.graphs.back().layout.push_back(line.string);
+    // "layout" and "attention": absent in older reports.
+    for (const json::Value::Member& m : g.object)
+      if (m.key == "layout" || m.key == "attention")
+        for (const json::Value& line : member(g, m.key, json::Value::Type::array).array) {
+          KILN_CHECK(line.type == json::Value::Type::string, "explain report: a ", m.key,
+                     " line should be a string");
+          (m.key == "layout" ? r.graphs.back().layout : r.graphs.back().attention)
+              .push_back(line.string);
         }
   }
   for (const json::Value& b : member(root, "breaks", json::Value::Type::array).array)
@@ -115,6 +121,8 @@ std::string ExplainReport::str() const {
        << (graphs[i].fallback.empty() ? "" : ", runs on the interpreter: " + graphs[i].fallback)
        << "\n";
     for (const std::string& line : graphs[i].layout)
+      os << "    " << line << "\n";
+    for (const std::string& line : graphs[i].attention)
       os << "    " << line << "\n";
   }
   if (!breaks.empty()) os << "breaks:\n";

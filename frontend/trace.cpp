@@ -417,6 +417,7 @@ void TraceSession::cut(std::vector<Tensor>* results) {
                    static_cast<int64_t>(g.num_outputs()),
                    {},
                    {},
+                   {},
                    {}};
     // Folded first, so that explain() and dumps show the graph that is compiled.
     if (options_.freeze) {
@@ -431,6 +432,7 @@ void TraceSession::cut(std::vector<Tensor>* results) {
     exe = compile_(g);
     info.fallback = exe->fallback;
     info.layout = exe->layout.log;
+    info.attention = exe->attention_log;
     graphs_.push_back(std::move(info));
     outs = exe->run(s.bound);
     kernels_ += exe->launches;

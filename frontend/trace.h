@@ -81,8 +81,9 @@ public:
   struct GraphInfo {
     int64_t ops = 0, inputs = 0, outputs = 0;
     std::string ir;
-    std::string fallback;            // why the graph runs without generated code (CompiledGraph)
-    std::vector<std::string> layout; // the layout pass's line per conv region (passes/layout.h)
+    std::string fallback;               // why the graph runs without generated code (CompiledGraph)
+    std::vector<std::string> layout;    // the layout pass's line per conv region (passes/layout.h)
+    std::vector<std::string> attention; // a line per attention site (codegen/attention.h)
   };
   const std::vector<GraphInfo>& graphs() const { return graphs_; }
   int64_t ops() const { return ops_; }

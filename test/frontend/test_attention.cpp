@@ -121,3 +121,30 @@ TEST_CASE("skipped key blocks change nothing where eager code would see a non-fi
   auto eager = scaled_dot_product_attention(q, k, v, {}, 0.0, true);
   CHECK(std::isnan(eager.select(1, 0).select(1, 0).select(0, 0).sum().item<double>()));
 }
+
+TEST_CASE("explain() and KILN_LOGS=attention say how each attention site runs", "[attention]") {
+  manual_seed(8);
+  const Tensor q = randn({2, 2, 48, 8}), k = randn({2, 2, 48, 8}), v = randn({2, 2, 48, 8});
+  auto fn = [](const Tensor& q_, const Tensor& k_, const Tensor& v_) {
+    return scaled_dot_product_attention(q_, k_, v_, {}, 0.0, true);
+  };
+  {
+    // Measured: the line names both ways' times, whichever won.
+    const ExplainReport rep = explain(fn, q, k, v);
+    REQUIRE(rep.graph_count() == 1);
+    REQUIRE(rep.graphs[0].attention.size() == 1);
+    const std::string& line = rep.graphs[0].attention[0];
+    CHECK_THAT(line, Catch::StartsWith("attention at f32[2,2,48,48] scores: "));
+    CHECK_THAT(line, Catch::Contains(" ms as three steps"));
+    CHECK_THAT(line, Catch::Contains(" ms in blocks of "));
+    CHECK_THAT(rep.str(), Catch::Contains("    attention at f32[2,2,48,48] scores: "));
+    const ExplainReport back = ExplainReport::from_json(rep.to_json());
+    CHECK(back.graphs[0].attention == rep.graphs[0].attention);
+    CHECK(back.to_json() == rep.to_json());
+  }
+  ScopedEnv choice("KILN_ATTENTION", "unfused");
+  const ExplainReport forced = explain(fn, q, k, v);
+  REQUIRE(forced.graphs[0].attention.size() == 1);
+  CHECK_THAT(forced.graphs[0].attention[0],
+             Catch::EndsWith(": three steps (KILN_ATTENTION=unfused)"));
+}
