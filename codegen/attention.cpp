@@ -165,6 +165,9 @@ std::vector<AttentionSite> find_attention(const passes::FusionResult& fusion) {
       step_of_node[fs.node] = k;
     }
   }
+  // A step belongs to one site at most: one site's output product may be the next one's
+  // scores (a fuzz finding: the steps of both were dropped from the plan).
+  std::vector<bool> claimed(fusion.order.size(), false);
   for (size_t k = 0; k < fusion.order.size(); ++k) {
     const passes::FusionStep& fs = fusion.order[k];
     if (fs.group < 0) continue;
@@ -214,7 +217,8 @@ std::vector<AttentionSite> find_attention(const passes::FusionResult& fusion) {
       continue;
     if (numel_of(xs) == 0 || numel_of(o->type().sizes()) == 0) continue;
     const size_t sk = step_of.at(x), ok = out_step->second;
-    if (!(sk < k && k < ok)) continue;
+    if (!(sk < k && k < ok) || claimed[sk] || claimed[k] || claimed[ok]) continue;
+    claimed[sk] = claimed[k] = claimed[ok] = true;
     AttentionSite site;
     site.scores = sk;
     site.softmax = k;
