@@ -167,6 +167,8 @@ void build_fused_plan(CompiledGraph& cg, std::span<const size_t> input_map,
   std::vector<const AttentionSite*> site_at(fusion.order.size(), nullptr);
   std::vector<bool> inside(fusion.order.size(), false);
   for (const AttentionSite& site : attention) {
+    for (size_t k : {site.scores, site.softmax, site.out})
+      KILN_ASSERT(!site_at[k] && !inside[k], "attention sites share step ", k);
     site_at[site.out] = &site;
     inside[site.scores] = inside[site.softmax] = true;
   }
