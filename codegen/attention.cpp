@@ -471,7 +471,6 @@ choose_attention(std::span<const AttentionSite> sites, const passes::FusionResul
     AttentionSite scheduled = unscheduled;
     scheduled.rows_per = schedules[g].block;
     const AttentionSite site = in_blocks(scheduled, round_up(scheduled.block, scheduled.rows_per));
-    AttentionBuild b = make_attention_call(site, fusion, groups[g], schedules, entries);
     if (force == "tiled" || force == "unfused") {
       log.push_back(where + ": " + (force == "tiled" ? "one step, block by block" : "three steps") +
                     " (KILN_ATTENTION=" + force + ")");
@@ -487,6 +486,7 @@ choose_attention(std::span<const AttentionSite> sites, const passes::FusionResul
       chosen.push_back(site);
       continue;
     }
+    const AttentionBuild b = make_attention_call(site, fusion, groups[g], schedules, entries);
     const std::string key = decision_key(b, groups[g].kernel, schedules[g]);
     Decision d;
     bool known = false;

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "runtime/error.h"
+#include "runtime/kernels/loops.h"
 #include "runtime/ops/dispatch.h"
 #include "runtime/parallel.h"
 
@@ -25,21 +26,6 @@ struct Prepared {
   bool tried = false;
   std::unique_ptr<PreparedLibraryCall> call; // null once tried: not preparable
 };
-
-/// Element offsets of each batch item of t (whose leading dims are the batch dims).
-std::vector<int64_t> batch_offsets(const Tensor& t, IntList batch) {
-  std::vector<int64_t> off(static_cast<size_t>(numel_of(batch)), 0);
-  for (size_t n = 0; n < off.size(); ++n) {
-    auto rest = static_cast<int64_t>(n);
-    int64_t o = 0;
-    for (size_t d = batch.size(); d-- > 0;) {
-      o += (rest % batch[d]) * t.stride(static_cast<int64_t>(d));
-      rest /= batch[d];
-    }
-    off[n] = o;
-  }
-  return off;
-}
 
 /// Whether rows [from, to) of a [S, E] matrix at `v` (strides s0, s1) are all finite.
 bool finite_rows(const float* v, int64_t s0, int64_t s1, int64_t from, int64_t to, int64_t e) {
@@ -127,12 +113,13 @@ void AttentionCall::run(const Plan::KernelCall& softmax, std::span<const Tensor>
               " for scores ", shape_str(scores.sizes));
   const int64_t l = scores.sizes[rank - 2], s = scores.sizes[rank - 1];
   const int64_t d = q.size(-1), e = v.size(-1);
-  const IntList batch(scores.sizes.data(), rank - 2);
+  const Shape batch(scores.sizes.begin(), scores.sizes.end() - 2);
   const int64_t items = numel_of(batch);
   const int64_t blocks = (l + block - 1) / block;
   if (items * l * e == 0) return;
   KILN_ASSERT(kernel_rows_per >= 1 && block % kernel_rows_per == 0, "attention: blocks of ", block,
               " query rows, the softmax kernel's rows of ", kernel_rows_per);
+  using kernels::batch_offsets;
   const std::vector<int64_t> qo = batch_offsets(q, batch), ko = batch_offsets(kt, batch),
                              vo = batch_offsets(v, batch), ro = batch_offsets(result, batch);
   auto* qd = static_cast<char*>(q.raw_data());

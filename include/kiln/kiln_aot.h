@@ -60,8 +60,8 @@ typedef struct {
    * prepares a model. NULL on failure, with the reason in err. */
   kiln_model* (*create)(const char* weights_path, char* err, size_t err_size);
   /* Runs the model on n_in inputs into n_out caller-allocated outputs. 0 on success. */
-  int (*run)(kiln_model* model, const kiln_tensor* in, size_t n_in, kiln_tensor* out,
-             size_t n_out, char* err, size_t err_size);
+  int (*run)(kiln_model* model, const kiln_tensor* in, size_t n_in, kiln_tensor* out, size_t n_out,
+             char* err, size_t err_size);
   void (*destroy)(kiln_model* model);
   size_t (*num_inputs)(const kiln_model* model);
   size_t (*num_outputs)(const kiln_model* model);

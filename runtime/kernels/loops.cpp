@@ -20,4 +20,23 @@ std::vector<int64_t> broadcast_byte_strides(const Tensor& t, IntList sizes) {
   return out;
 }
 
+std::vector<int64_t> batch_offsets(const Tensor& t, const Shape& batch) {
+  const int64_t rb = static_cast<int64_t>(batch.size());
+  const int64_t rt = t.dim() - 2;
+  const int64_t nb = numel_of(batch);
+  std::vector<int64_t> off(static_cast<size_t>(nb));
+  std::vector<int64_t> idx(static_cast<size_t>(rb), 0);
+  for (int64_t i = 0; i < nb; ++i) {
+    int64_t o = 0;
+    for (int64_t d = 0; d < rt; ++d)
+      if (t.size(d) != 1) o += idx[static_cast<size_t>(d + rb - rt)] * t.stride(d);
+    off[static_cast<size_t>(i)] = o;
+    for (int64_t d = rb - 1; d >= 0; --d) {
+      if (++idx[static_cast<size_t>(d)] < batch[static_cast<size_t>(d)]) break;
+      idx[static_cast<size_t>(d)] = 0;
+    }
+  }
+  return off;
+}
+
 } // namespace kiln::kernels

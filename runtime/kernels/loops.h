@@ -19,6 +19,10 @@ namespace kiln::kernels {
 /// Byte strides of t when broadcast to `sizes` (stride 0 on broadcast dims).
 std::vector<int64_t> broadcast_byte_strides(const Tensor& t, IntList sizes);
 
+/// Element offsets of every batch matrix of t (its dims but the last two), with t's batch
+/// dims right-aligned to `batch`; size-1 (broadcast) dims contribute nothing.
+std::vector<int64_t> batch_offsets(const Tensor& t, const Shape& batch);
+
 template <size_t N> struct LoopPlan {
   std::vector<int64_t> sizes;                  // after dropping and merging, outermost first
   std::array<std::vector<int64_t>, N> strides; // byte strides per operand, same rank

@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "runtime/kernels/loops.h"
 #include "runtime/kernels/onednn.h"
 #include "runtime/ops/op.h"
 #include "runtime/parallel.h"
@@ -13,27 +14,6 @@
 namespace kiln::ops {
 
 namespace {
-
-/// Element offsets of every batch matrix of t, with t's batch dims right-aligned to `batch`;
-/// size-1 (broadcast) dims contribute nothing.
-std::vector<int64_t> batch_offsets(const Tensor& t, const Shape& batch) {
-  const int64_t rb = static_cast<int64_t>(batch.size());
-  const int64_t rt = t.dim() - 2;
-  const int64_t nb = numel_of(batch);
-  std::vector<int64_t> off(static_cast<size_t>(nb));
-  std::vector<int64_t> idx(static_cast<size_t>(rb), 0);
-  for (int64_t i = 0; i < nb; ++i) {
-    int64_t o = 0;
-    for (int64_t d = 0; d < rt; ++d)
-      if (t.size(d) != 1) o += idx[static_cast<size_t>(d + rb - rt)] * t.stride(d);
-    off[static_cast<size_t>(i)] = o;
-    for (int64_t d = rb - 1; d >= 0; --d) {
-      if (++idx[static_cast<size_t>(d)] < batch[static_cast<size_t>(d)]) break;
-      idx[static_cast<size_t>(d)] = 0;
-    }
-  }
-  return off;
-}
 
 /// Element strides of the last two dims of t.
 struct MatStrides {
@@ -237,8 +217,8 @@ void kernel_matmul(std::span<const Tensor> in, const Attrs&, std::span<Tensor> o
   Tensor& c = out[0];
   if (c.numel() == 0) return;
   const Shape batch(c.sizes().begin(), c.sizes().end() - 2);
-  const std::vector<int64_t> a_off = batch_offsets(a, batch);
-  const std::vector<int64_t> b_off = batch_offsets(b, batch);
+  const std::vector<int64_t> a_off = kernels::batch_offsets(a, batch);
+  const std::vector<int64_t> b_off = kernels::batch_offsets(b, batch);
   visit_dtype(c.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, bool>) {

@@ -98,8 +98,8 @@ dnnl::memory::dims onednn_strides(const Tensor& t);
 
 /// matmul plus an epilogue through one primitive with post-ops into `out` (f32, of
 /// ep.sizes; contiguous, or strided when it has the primitive's rank, as attention's blocks
-/// of scores are rows of a wider matrix); false when oneDNN does not take these shapes (the caller runs
-/// the ops one by one). The weights are packed once when ep.weights_are_parameters.
+/// of scores are rows of a wider matrix); false when oneDNN does not take these shapes (the caller
+/// runs the ops one by one). The weights are packed once when ep.weights_are_parameters.
 bool matmul_with_post_ops(std::span<const Tensor> operands, const Epilogue& ep, Tensor& out);
 
 /// conv2d (with `attrs`; operands x, w[, bias]) plus an epilogue, the same way.

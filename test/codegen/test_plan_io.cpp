@@ -61,13 +61,10 @@ struct SavedGraph {
 };
 
 SavedGraph lower_graph(const char* way) {
-  ::setenv("KILN_ATTENTION", way, 1);
-  ::setenv("KILN_ATTENTION_BLOCK", "16", 1);
+  const kiln::testing::ScopedEnv choice("KILN_ATTENTION", way), block("KILN_ATTENTION_BLOCK", "16");
   Expected<std::unique_ptr<ir::Graph>> g = ir::parse_graph(kGraph);
   REQUIRE(g);
   Expected<codegen::CompiledGraph> cg = codegen::lower(std::move(*g), {});
-  ::unsetenv("KILN_ATTENTION");
-  ::unsetenv("KILN_ATTENTION_BLOCK");
   REQUIRE(cg);
   SavedGraph c{std::move(*cg), {}};
   for (const Plan::KernelCall& k : c.cg.plan.kernels())

@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <span>
@@ -42,6 +43,28 @@ std::optional<std::string> close_to_eager(const Tensor& got, const Fn& fn, const
   }
   return check_accuracy(got, eager, reference);
 }
+
+/// Sets an environment variable for the scope (read where a graph compiles, such as
+/// KILN_ATTENTION), and puts back what it was.
+class ScopedEnv {
+public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_.empty())
+      ::unsetenv(name_);
+    else
+      ::setenv(name_, old_.c_str(), 1);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+private:
+  const char* name_;
+  std::string old_;
+};
 
 /// `t` in the dtype of `like`: a test function that captures weights converts them so that
 /// its f64 reference run computes in f64 (the same tensor when the dtypes agree, so the

@@ -3,36 +3,14 @@
 // over causal, boolean and additive masks, odd and unequal lengths, partial blocks, skipped
 // key blocks, non-finite values where the mask hides them, and every mode.
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 
 #include "frontend_testing.h"
 
 using namespace kiln;
+using kiln::testing::ScopedEnv;
 
 namespace {
-
-/// Sets an environment variable for the scope (the attention choice and block are read when
-/// a graph compiles).
-class ScopedEnv {
-public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_.empty())
-      ::unsetenv(name_);
-    else
-      ::setenv(name_, old_.c_str(), 1);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
-private:
-  const char* name_;
-  std::string old_;
-};
 
 struct Case {
   const char* name;
