@@ -5,6 +5,8 @@ install(TARGETS kiln kiln_runtime kiln_ir kiln_passes kiln_codegen kiln_frontend
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# What `kiln aot` links into each model's library (not part of the CMake package).
+install(TARGETS kiln_runtime_aot ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 # Public headers keep their repository paths under include/kiln/ (runtime/tensor.h, ...).
 install(FILES include/kiln/kiln.h include/kiln/kiln_aot.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kiln)
 foreach(layer runtime ir passes frontend)

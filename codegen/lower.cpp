@@ -141,6 +141,7 @@ std::string object_key(const Target& target, std::span<const ir::kernel::Kernel>
 struct Emitted {
   Expected<LoadedCode> code;
   bool cache_hit = false;
+  std::string object;
 };
 
 /// The object from the on-disk cache, or compiled by the target and stored; then loaded.
@@ -153,11 +154,12 @@ Emitted emit(const Target& target, std::span<const ir::kernel::Kernel> kernels,
   const bool hit = object.has_value();
   if (!hit) {
     Expected<std::string> compiled = target.compile(kernels, schedules);
-    if (!compiled) return {compiled.error(), false};
+    if (!compiled) return {compiled.error(), false, {}};
     cache.store(key, *compiled);
     object = std::move(*compiled);
   }
-  return {target.load(*object, kernels), hit};
+  Expected<LoadedCode> code = target.load(*object, kernels);
+  return {std::move(code), hit, std::move(*object)};
 }
 
 } // namespace
@@ -290,6 +292,7 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
       return interpreted();
     }
     out.cache_hit = emitted.cache_hit;
+    if (options.keep_object) out.object = std::move(emitted.object);
     out.code = emitted.code->library;
     entries = emitted.code->entries;
   }

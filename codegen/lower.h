@@ -72,6 +72,8 @@ struct LowerOptions {
   /// The graph's fusion, already computed (kiln opt's `fuse` pass): the fuse stage takes it
   /// instead of fusing again. Its nodes are the given graph's; only without `simplify`.
   std::shared_ptr<const passes::FusionResult> fusion;
+  /// Keep the kernels' object in CompiledGraph::object (`kiln aot` links it into a library).
+  bool keep_object = false;
   /// The last stage to run (kiln dump stops early); before `plan`, the result has no plan.
   Stage stop_after = Stage::plan;
   /// Called with the text of each stage in `print_stages` as the stage completes.
@@ -91,6 +93,8 @@ struct CompiledGraph {
   /// Per attention site, which way it runs and the times that chose it (KILN_LOGS=attention).
   std::vector<std::string> attention_log;
   std::shared_ptr<void> code;
+  /// The code blob `code` was loaded from (Target::compile's), with LowerOptions::keep_object.
+  std::string object;
   /// Kernels and library calls one run launches (view ops, which move no data, excluded).
   int64_t launches = 0;
   /// Whether the generated object came from the on-disk cache.

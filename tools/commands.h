@@ -66,6 +66,10 @@ int bench_main(std::span<const std::string_view> args);
 /// repros. Ends with `N programs, M mismatches, K crashes`; exit 1 when M + K > 0.
 int fuzz_main(std::span<const std::string_view> args);
 
+/// `kiln aot MODEL|FILE.kir -o DIR [--weights F] [--embed-weights] [--cpu C] [--name N]`: the
+/// model compiled ahead of time into DIR/libN.so with the C ABI of kiln_aot.h (tools/aot.cpp).
+int aot_main(std::span<const std::string_view> args);
+
 /// `kiln cache stats|clear`: the on-disk kernel cache ($KILN_CACHE_DIR or ~/.cache/kiln): its
 /// directory, entry count and bytes, or remove every entry.
 int cache_main(std::span<const std::string_view> args);

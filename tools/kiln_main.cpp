@@ -41,6 +41,8 @@ constexpr Subcommand kSubcommands[] = {
      kiln::tools::bench_main},
     {"fuzz", "random programs, eager vs compiled in every mode; findings shrunk to .kir repros",
      kiln::tools::fuzz_main},
+    {"aot", "compile a model ahead of time into a shared library with a C ABI",
+     kiln::tools::aot_main},
     {"cache", "the on-disk kernel cache: stats, or clear it", kiln::tools::cache_main},
     {"version", "print the version", version_main},
 };

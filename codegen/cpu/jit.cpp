@@ -14,11 +14,14 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/TargetParser/Host.h>
+#include <llvm/TargetParser/SubtargetFeature.h>
+#include <llvm/TargetParser/X86TargetParser.h>
 #include <llvm/Transforms/InstCombine/InstCombine.h>
 #include <llvm/Transforms/Scalar/EarlyCSE.h>
 #include <llvm/Transforms/Scalar/SROA.h>
 #include <llvm/Transforms/Scalar/SimplifyCFG.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 
@@ -89,10 +92,36 @@ HostTarget cpu_target(std::string_view cpu) {
       t->createMCSubtargetInfo(llvm::Triple(host.triple), "", ""));
   KILN_CHECK(info && info->isCPUStringValid(llvm::StringRef(cpu.data(), cpu.size())),
              "LLVM: unknown CPU '", cpu, "' for ", host.triple);
+  std::unique_ptr<llvm::MCSubtargetInfo> of_cpu(
+      t->createMCSubtargetInfo(llvm::Triple(host.triple), llvm::StringRef(cpu.data(), cpu.size()), ""));
   HostTarget target;
   target.triple = host.triple;
   target.cpu = std::string(cpu);
+  target.vector_bytes = of_cpu->checkFeatures("+avx512f") ? 64 : of_cpu->checkFeatures("+avx") ? 32 : 16;
   return target;
+}
+
+bool host_runs(const HostTarget& target) {
+  const HostTarget& host = host_target();
+  if (target.triple != host.triple) return false;
+  if (target.cpu == host.cpu && target.features == host.features) return true;
+  if (!llvm::Triple(host.triple).isX86()) return false;
+  // The instruction-set features of the target's CPU and its own list: the host must not turn
+  // any of them off. (Host detection lists each feature it knows as on or off; one it does not
+  // list, such as x87, every CPU of the triple has. Tuning features, which say how to schedule
+  // code, are not compared.)
+  llvm::SmallVector<llvm::StringRef, 64> wanted;
+  llvm::X86::getFeaturesForCPU(target.cpu, wanted, /*NeedPlus=*/true);
+  const llvm::SubtargetFeatures extra(target.features);
+  for (const std::string& f : extra.getFeatures())
+    if (!f.empty() && f[0] == '+') wanted.push_back(f);
+  const llvm::SubtargetFeatures have(host.features);
+  const std::vector<std::string>& host_features = have.getFeatures();
+  for (llvm::StringRef f : wanted)
+    if (std::find(host_features.begin(), host_features.end(), "-" + f.drop_front().str()) !=
+        host_features.end())
+      return false;
+  return true;
 }
 
 const char* llvm_version() { return KILN_LLVM_VERSION; }
@@ -173,10 +202,16 @@ std::string compile_module(llvm::Module& m, const HostTarget& target, int64_t la
   // Another CPU than the host's gets a machine of its own (same triple and data layout), as
   // does a compile that runs beside others.
   std::unique_ptr<llvm::TargetMachine> other;
-  if (own_machine || target.cpu != b.target.cpu || target.features != b.target.features) {
+  if (own_machine || target.pic || target.cpu != b.target.cpu ||
+      target.features != b.target.features) {
     llvm::orc::JITTargetMachineBuilder jtmb{llvm::Triple(target.triple)};
     jtmb.setCPU(target.cpu);
     jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+    if (target.pic) {
+      // A shared library's code: position-independent, in the small code model.
+      jtmb.setRelocationModel(llvm::Reloc::PIC_);
+      jtmb.setCodeModel(llvm::CodeModel::Small);
+    }
     if (!target.features.empty()) {
       llvm::SubtargetFeatures features(target.features);
       jtmb.addFeatures(features.getFeatures());

@@ -15,13 +15,19 @@ struct HostTarget {
   std::string features;
   /// Widest vector register in bytes the compiler should use (32 for AVX2, 64 for AVX-512).
   int vector_bytes = 16;
+  /// Position-independent code, for objects linked into a shared library (`kiln aot`).
+  bool pic = false;
 };
 const HostTarget& host_target();
 /// Another CPU of the host's architecture, by LLVM's name ("x86-64-v4" for AVX-512,
 /// "x86-64-v3", "znver4", "x86-64"): code for it is generated, verified and emitted but never
-/// loaded, so widths and instruction sets the host lacks are still checked. Its features are
-/// the CPU's own (features is empty). A kiln::Error when LLVM does not know the CPU.
+/// loaded, so widths and instruction sets the host lacks are still checked; and the CPU `kiln
+/// aot` compiles a library for. Its features are the CPU's own (features is empty), its vector
+/// width the widest they have. A kiln::Error when LLVM does not know the CPU.
 HostTarget cpu_target(std::string_view cpu);
+
+/// Whether this host runs code compiled for `target`: the host has every feature of its CPU.
+bool host_runs(const HostTarget& target);
 
 /// The LLVM version kiln's JIT was built with ("22.1.0").
 const char* llvm_version();

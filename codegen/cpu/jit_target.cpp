@@ -15,6 +15,7 @@ std::string JitTarget::identity() const {
   std::string s = "llvm ";
   s += llvm_version();
   s += "\ntarget " + cpu_.triple + " " + cpu_.cpu + " " + cpu_.features + "\n";
+  if (cpu_.pic) s += "pic\n";
   // A compile that also checks other CPUs is not answered by one that did not.
   for (const std::string& cpu : check_cpus_)
     s += "check " + cpu + "\n";

@@ -18,6 +18,7 @@ public:
   explicit JitTarget(HostTarget cpu, std::vector<std::string> check_cpus = {});
 
   std::string_view name() const override { return "cpu"; }
+  const HostTarget& cpu() const { return cpu_; }
   int vector_bytes() const override { return cpu_.vector_bytes; }
   std::string identity() const override;
   std::string source(std::span<const ir::kernel::Kernel> kernels,
