@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -17,6 +18,7 @@
 #include "ir/verifier.h"
 #include "runtime/accuracy.h"
 #include "runtime/grad_mode.h"
+#include "runtime/plan.h"
 #include "runtime/serialize/safetensors.h"
 #include "tools/commands.h"
 #include "tools/fuzz_check.h"
@@ -29,7 +31,8 @@ namespace {
 constexpr const char* kRunUsage =
     "usage: kiln run MODEL [--mode eager|default|reduce_overhead|max_autotune] [--input SPEC]\n"
     "                [--seed N] [--weights F.safetensors] [--save-weights F.safetensors]\n"
-    "                [--iters N] [--device D] [--plugin LIB.so --model NAME]\n"
+    "                [--iters N] [--device D] [--save-input F] [--check-output F]\n"
+    "                [--plugin LIB.so --model NAME]\n"
     "  Builds MODEL with weights drawn from the seed, makes its input and runs it N times,\n"
     "  eagerly or through kiln::compile. Prints the output's shape and dtype, its sum and\n"
     "  mean, the first call's time (which includes tracing and compiling) and the median of\n"
@@ -42,6 +45,10 @@ constexpr const char* kRunUsage =
     "  --weights F        load a safetensors file into the model (non-strict: missing and\n"
     "                     unexpected keys are warnings, a shape mismatch is an error)\n"
     "  --save-weights F   save the model's weights (after --weights) to a safetensors file\n"
+    "  --save-input F     write the input's raw bytes (contiguous) to F\n"
+    "  --check-output F   also check an output computed elsewhere (F: its raw bytes, contiguous,\n"
+    "                     of the output's dtype and shape; e.g. a `kiln aot` library's, run by\n"
+    "                     examples/aot_c) against eager, by the same rule (exit 1 if not)\n"
     "\n"
     "usage: kiln run FILE.kir [--seed N] [--specials] [--mode M]\n"
     "  Runs the first graph of FILE node by node on the eager kernels, on inputs drawn from\n"
@@ -57,6 +64,8 @@ struct RunOptions {
   std::string weights;
   std::string save_weights;
   std::string device;
+  std::string save_input;   // raw bytes of the input
+  std::string check_output; // raw bytes of an output computed elsewhere, checked against eager
 };
 
 using Clock = std::chrono::steady_clock;
@@ -182,7 +191,15 @@ int run_model_command(const RunOptions& o, ModelInstance& inst, const ModelArgs&
   const Tensor& x = inst.input;
   std::vector<double> times;
   std::vector<Tensor> outs;
-  if (eager) {
+  if (!o.save_input.empty()) {
+    const Tensor c = x.contiguous();
+    std::ofstream f(o.save_input, std::ios::binary);
+    f.write(static_cast<const char*>(c.raw_data()), static_cast<std::streamsize>(c.numel() * c.itemsize()));
+    f.close();
+    if (!f) throw Error::without_location("can't write " + o.save_input);
+    std::cout << "saved    the input to " << o.save_input << "\n";
+  }
+  if (eager && o.check_output.empty()) {
     for (uint64_t k = 0; k < o.iters; ++k) {
       auto start = Clock::now();
       outs.push_back(run_model(spec, module, x));
@@ -194,6 +211,53 @@ int run_model_command(const RunOptions& o, ModelInstance& inst, const ModelArgs&
   }
 
   Tensor reference = run_model(spec, module, x);
+  // Fused kernels reorder sums and use their own math functions, so the bits may differ:
+  // the f64 reference rule (runtime/accuracy.h) decides, against the model run in f64.
+  Tensor ref64;
+  auto f64_reference = [&]() -> const Tensor& {
+    if (!ref64.defined() && is_floating(reference.dtype())) {
+      module.to(DType::f64);
+      ref64 = run_model(spec, module, is_floating(x.dtype()) ? x.to(DType::f64) : x);
+      module.to(reference.dtype());
+    }
+    return ref64;
+  };
+  /// Empty when every one of `got` matches eager, else why not; `how` says by which rule.
+  auto check = [&](const std::vector<Tensor>& got, std::string& how) -> std::optional<std::string> {
+    bool bitwise = true;
+    for (const Tensor& out : got)
+      bitwise = bitwise && compare_bits(out, reference).empty();
+    if (bitwise) {
+      how = "bit for bit";
+      return std::nullopt;
+    }
+    std::optional<std::string> problem;
+    for (size_t k = 0; k < got.size() && !problem; ++k)
+      problem = check_accuracy(got[k], reference, f64_reference());
+    how = compare_bits(got.back(), reference) + "; within the f64 reference rule";
+    return problem;
+  };
+  int status = 0;
+  if (!o.check_output.empty()) {
+    std::string bytes, why;
+    if (!read_text(o.check_output, bytes, why))
+      throw Error::without_location("can't read " + o.check_output + ": " + why);
+    const size_t want = static_cast<size_t>(reference.numel() * reference.itemsize());
+    if (bytes.size() != want)
+      throw Error::without_location(o.check_output + " holds " + std::to_string(bytes.size()) +
+                                    " bytes; the output " +
+                                    input_spec_str(reference.sizes(), reference.dtype()) +
+                                    " has " + std::to_string(want));
+    Tensor got = empty_with_layout(reference.sizes(), {}, reference.dtype());
+    std::memcpy(got.raw_data(), bytes.data(), want);
+    std::string how;
+    std::optional<std::string> problem = check({got}, how);
+    std::cout << "output   " << describe_output(got) << " (" << o.check_output << ")\n";
+    std::cout << "file matches eager: " << (problem ? "no: " + *problem : "yes (" + how + ")")
+              << "\n";
+    if (problem) status = 1;
+    if (eager) return status;
+  }
   CompileOptions options;
   options.mode = parse_mode(o.mode);
   auto compiled = compile_model(inst, options);
@@ -205,31 +269,13 @@ int run_model_command(const RunOptions& o, ModelInstance& inst, const ModelArgs&
   std::cout << "output   " << describe_output(outs.back()) << "\n";
   std::cout << "time     " << timing_line(times, true) << "\n";
   std::cout << "stats    " << stats_line(compiled.stats(), o.mode) << "\n";
-  bool bitwise = true;
-  for (const Tensor& out : outs)
-    bitwise = bitwise && compare_bits(out, reference).empty();
-  if (bitwise) {
-    std::cout << "matches eager: yes (bit for bit)\n";
-    return 0;
+  std::string how;
+  if (std::optional<std::string> problem = check(outs, how)) {
+    std::cout << "matches eager: no: " << *problem << "\n";
+    return 1;
   }
-  // Fused kernels reorder sums and use their own math functions, so the bits may differ:
-  // the f64 reference rule (runtime/accuracy.h) decides, against the model run in f64.
-  Tensor ref64;
-  if (is_floating(reference.dtype())) {
-    module.to(DType::f64);
-    ref64 = run_model(spec, module, is_floating(x.dtype()) ? x.to(DType::f64) : x);
-    module.to(reference.dtype());
-  }
-  std::optional<std::string> problem;
-  for (size_t k = 0; k < outs.size() && !problem; ++k)
-    problem = check_accuracy(outs[k], reference, ref64);
-  if (!problem) {
-    std::cout << "matches eager: yes (" << compare_bits(outs.back(), reference)
-              << "; within the f64 reference rule)\n";
-    return 0;
-  }
-  std::cout << "matches eager: no: " << *problem << "\n";
-  return 1;
+  std::cout << "matches eager: yes (" << how << ")\n";
+  return status;
 }
 
 /// "f32[4,5], i64[3]": the types of the inputs a graph is run on.
@@ -310,7 +356,9 @@ int run_main(std::span<const std::string_view> args) {
     if (flag_value(args, i, "--mode", o.mode, err) || flag_value(args, i, "--iters", iters, err) ||
         flag_value(args, i, "--weights", o.weights, err) ||
         flag_value(args, i, "--save-weights", o.save_weights, err) ||
-        flag_value(args, i, "--device", o.device, err) || margs.take(args, i, err)) {
+        flag_value(args, i, "--device", o.device, err) ||
+        flag_value(args, i, "--save-input", o.save_input, err) ||
+        flag_value(args, i, "--check-output", o.check_output, err) || margs.take(args, i, err)) {
       if (err) return report("run", *err);
       continue;
     }

@@ -6,6 +6,7 @@
 #include "frontend/version.h"
 #include "runtime/accuracy.h"
 #include "runtime/allocator.h"
+#include "runtime/aot/load.h"
 #include "runtime/device.h"
 #include "runtime/dtype.h"
 #include "runtime/error.h"
