@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,7 @@
 #include "ir/hash.h"
 #include "ir/parser.h"
 #include "ir/verifier.h"
+#include "runtime/aot/load.h"
 #include "runtime/aot/model.h"
 #include "runtime/grad_mode.h"
 #include "runtime/plan_io.h"
@@ -58,12 +60,16 @@ constexpr const char* kAotUsage =
     "                     runs on AVX2 and AVX-512 machines), x86-64-v4 (AVX-512), native\n"
     "                     (this host) or any CPU LLVM knows; this host must run its code\n"
     "  --name N           the library's name (default: the model's, or the file's stem)\n"
+    "  --bench N          then, in this process: load the library and create its model (timed),\n"
+    "                     and time N runs of it against N runs of the model compiled by the JIT\n"
+    "                     (kiln::compile, default mode), alternating, on the same input\n"
     "  $KILN_AOT_CXX      the C++ driver that links the library (default: the one kiln was\n"
     "                     built with, else c++)\n";
 
 struct AotOptions {
   std::string out_dir, name, weights, cpu = "x86-64-v3";
   bool embed = false;
+  uint64_t bench = 0; // runs to time the library against the JIT-compiled model
 };
 
 double ms_since(std::chrono::steady_clock::time_point start) {
@@ -305,11 +311,48 @@ codegen::cpu::HostTarget aot_cpu(const std::string& cpu) {
   return t;
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+/// --bench: the library against the JIT in this process, on the model's input.
+void bench(const fs::path& library, const ModelInstance& inst, uint64_t runs) {
+  auto start = std::chrono::steady_clock::now();
+  aot::LoadedModel lib = aot::load(library.string());
+  const double load_ms = ms_since(start);
+  auto jit = compile_model(inst);
+  NoGradGuard no_grad;
+  start = std::chrono::steady_clock::now();
+  (void)jit(inst.input);
+  const double jit_first_ms = ms_since(start);
+  (void)lib(inst.input);
+  std::vector<double> a, j;
+  for (uint64_t k = 0; k < runs; ++k) {
+    start = std::chrono::steady_clock::now();
+    (void)lib(inst.input);
+    a.push_back(ms_since(start));
+    start = std::chrono::steady_clock::now();
+    (void)jit(inst.input);
+    j.push_back(ms_since(start));
+  }
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "bench    load + create %.2f ms (the JIT's first call, trace and compile: %.2f ms)\n"
+                "bench    run: library %.4f ms, JIT %.4f ms (median of %llu each): %.3fx the JIT's "
+                "time\n",
+                load_ms, jit_first_ms, median(a), median(j), static_cast<unsigned long long>(runs),
+                median(a) / median(j));
+  std::cout << line;
+}
+
 int aot(const AotOptions& o, const ModelArgs& margs) {
   const auto start = std::chrono::steady_clock::now();
   const codegen::cpu::JitTarget target(aot_cpu(o.cpu));
   AotOptions opts = o;
   Captured c;
+  LoadedRegistry reg; // holds the model's spec (and plugin code) for --bench
+  ModelInstance inst;
   const std::string& positional = margs.positional;
   if (positional.size() > 4 && positional.ends_with(".kir")) {
     std::string text;
@@ -323,9 +366,7 @@ int aot(const AotOptions& o, const ModelArgs& margs) {
     auto body = [&g](std::span<const Tensor> x) { return run_graph(g, x); };
     c = capture(target, make_graph_inputs(g, margs.seed, false), body, nullptr);
   } else {
-    LoadedRegistry reg;
     if (auto err = LoadedRegistry::load(margs.plugins, reg)) return report("aot", *err);
-    ModelInstance inst;
     if (auto err = instantiate(margs, reg, inst)) return report("aot", *err);
     if (!o.weights.empty()) {
       nn::LoadReport r = inst.module->load_state_dict(load(o.weights), /*strict=*/true);
@@ -418,6 +459,10 @@ int aot(const AotOptions& o, const ModelArgs& margs) {
   std::snprintf(line, sizeof line, "time     %.0f ms (trace and lower %.0f ms, link %.0f ms)\n",
                 ms_since(start), capture_ms, ms_since(start) - capture_ms);
   std::cout << line;
+  if (o.bench > 0) {
+    if (inst.spec == nullptr) return report("aot", usage_error("--bench needs a MODEL"));
+    bench(library, inst, o.bench);
+  }
   return 0;
 }
 
@@ -433,13 +478,16 @@ int aot_main(std::span<const std::string_view> args) {
       return 0;
     }
     std::optional<CommandError> err;
+    std::string runs;
     if (a == "--embed-weights") {
       o.embed = true;
     } else if (flag_value(args, i, "-o", o.out_dir, err) || flag_value(args, i, "--out", o.out_dir, err) ||
                flag_value(args, i, "--weights", o.weights, err) ||
                flag_value(args, i, "--cpu", o.cpu, err) || flag_value(args, i, "--name", o.name, err) ||
-               margs.take(args, i, err)) {
+               flag_value(args, i, "--bench", runs, err) || margs.take(args, i, err)) {
       if (err) return report("aot", *err);
+      if (!runs.empty() && (!parse_uint(runs, o.bench) || o.bench == 0))
+        return report("aot", usage_error("bad --bench '" + runs + "': expected a positive integer"));
     } else {
       return report("aot", usage_error("unknown argument '" + std::string(a) + "'"));
     }
