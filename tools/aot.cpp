@@ -138,13 +138,15 @@ std::string hex(uint64_t v) {
 
 /// The manifest, and the weights by name (the captured tensors the graph reads).
 aot::Manifest make_manifest(const Captured& c, const AotOptions& o,
+                            const codegen::cpu::HostTarget& target,
                             std::map<std::string, Tensor>& weights) {
   const frontend::TraceSession::Replay& r = *c.replay;
   aot::Manifest m;
   m.name = o.name;
   m.kiln_version = version();
   m.graph_hash = hex(ir::structural_hash(*c.compiled->graph));
-  m.cpu = o.cpu;
+  m.cpu = o.cpu == "native" ? target.cpu : o.cpu;
+  m.cpu_features = codegen::cpu::cpu_features(target);
   for (const Tensor& t : c.args)
     m.inputs.push_back({"", t.dtype(), t.sizes()});
   for (const Tensor& t : c.results)
@@ -383,7 +385,7 @@ int aot(const AotOptions& o, const ModelArgs& margs) {
   const double capture_ms = ms_since(start);
 
   std::map<std::string, Tensor> weights;
-  const aot::Manifest m = make_manifest(c, opts, weights);
+  const aot::Manifest m = make_manifest(c, opts, target.cpu(), weights);
   const std::string manifest = m.json();
   const std::string plan = save_plan(c.compiled->plan);
   // The kernels the plan names (its kernel calls and the attention steps' narrowed kernels):

@@ -101,25 +101,31 @@ HostTarget cpu_target(std::string_view cpu) {
   return target;
 }
 
+std::vector<std::string> cpu_features(const HostTarget& target) {
+  std::vector<std::string> out;
+  if (!llvm::Triple(target.triple).isX86()) return out;
+  llvm::SmallVector<llvm::StringRef, 64> of_cpu;
+  llvm::X86::getFeaturesForCPU(target.cpu, of_cpu, /*NeedPlus=*/false);
+  for (llvm::StringRef f : of_cpu)
+    out.push_back(f.str());
+  const llvm::SubtargetFeatures extra(target.features);
+  for (const std::string& f : extra.getFeatures())
+    if (f.size() > 1 && f[0] == '+' && std::find(out.begin(), out.end(), f.substr(1)) == out.end())
+      out.push_back(f.substr(1));
+  return out;
+}
+
 bool host_runs(const HostTarget& target) {
   const HostTarget& host = host_target();
   if (target.triple != host.triple) return false;
   if (target.cpu == host.cpu && target.features == host.features) return true;
   if (!llvm::Triple(host.triple).isX86()) return false;
-  // The instruction-set features of the target's CPU and its own list: the host must not turn
-  // any of them off. (Host detection lists each feature it knows as on or off; one it does not
-  // list, such as x87, every CPU of the triple has. Tuning features, which say how to schedule
-  // code, are not compared.)
-  llvm::SmallVector<llvm::StringRef, 64> wanted;
-  llvm::X86::getFeaturesForCPU(target.cpu, wanted, /*NeedPlus=*/true);
-  const llvm::SubtargetFeatures extra(target.features);
-  for (const std::string& f : extra.getFeatures())
-    if (!f.empty() && f[0] == '+') wanted.push_back(f);
+  // The host must not turn any feature of the target off. (Host detection lists each feature it
+  // knows as on or off; one it does not list, such as x87, every CPU of the triple has.)
   const llvm::SubtargetFeatures have(host.features);
   const std::vector<std::string>& host_features = have.getFeatures();
-  for (llvm::StringRef f : wanted)
-    if (std::find(host_features.begin(), host_features.end(), "-" + f.drop_front().str()) !=
-        host_features.end())
+  for (const std::string& f : cpu_features(target))
+    if (std::find(host_features.begin(), host_features.end(), "-" + f) != host_features.end())
       return false;
   return true;
 }

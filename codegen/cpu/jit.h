@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kiln::codegen::cpu {
 
@@ -25,6 +26,10 @@ const HostTarget& host_target();
 /// aot` compiles a library for. Its features are the CPU's own (features is empty), its vector
 /// width the widest they have. A kiln::Error when LLVM does not know the CPU.
 HostTarget cpu_target(std::string_view cpu);
+
+/// The instruction-set features code for `target` may use (LLVM's names, "avx2", "fma",
+/// "avx512f", ...): its CPU's and its own list's; not the tuning features.
+std::vector<std::string> cpu_features(const HostTarget& target);
 
 /// Whether this host runs code compiled for `target`: the host has every feature of its CPU.
 bool host_runs(const HostTarget& target);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <new>
+#include <type_traits>
 #include <string>
 #include <unordered_map>
 
@@ -75,6 +76,7 @@ std::string weights_beside_library(const Manifest& m) {
 kiln_model* create(const char* weights_path, char* err, size_t err_size) {
   try {
     const Manifest& m = manifest();
+    kiln::aot::check_cpu(m, kiln::aot::cpu_has);
     std::map<std::string, kiln::Tensor> weights;
     if (weights_path != nullptr)
       weights = kiln::aot::read_weights(m, weights_path);
@@ -102,8 +104,11 @@ std::vector<kiln::Tensor> borrow_all(const kiln_tensor* ts, size_t n, const char
   for (size_t k = 0; k < n; ++k) {
     const kiln_tensor& t = ts[k];
     const std::string name = std::string(what) + " " + std::to_string(k);
-    if (static_cast<int>(t.dtype) < 0 || static_cast<int>(t.dtype) > KILN_BOOL)
-      throw kiln::Error::without_location(name + ": dtype " + std::to_string(t.dtype) +
+    // Read as an integer: a value that is no enumerator is the caller's, not ours to trust.
+    std::underlying_type_t<kiln_dtype> dtype = 0;
+    std::memcpy(&dtype, &t.dtype, sizeof dtype);
+    if (static_cast<uint64_t>(static_cast<int64_t>(dtype)) > KILN_BOOL)
+      throw kiln::Error::without_location(name + ": dtype " + std::to_string(dtype) +
                                           " is not a kiln_dtype");
     if (t.rank < 0 || t.rank > KILN_AOT_MAX_RANK)
       throw kiln::Error::without_location(name + ": rank " + std::to_string(t.rank) +
@@ -115,7 +120,7 @@ std::vector<kiln::Tensor> borrow_all(const kiln_tensor* ts, size_t n, const char
       if (s < 0) throw kiln::Error::without_location(name + ": a negative size");
     if (t.data == nullptr)
       throw kiln::Error::without_location(name + ": NULL data");
-    out.push_back(kiln::aot::borrow(t.data, static_cast<kiln::DType>(t.dtype), sizes));
+    out.push_back(kiln::aot::borrow(t.data, static_cast<kiln::DType>(dtype), sizes));
   }
   return out;
 }

@@ -119,7 +119,9 @@ std::string Manifest::json() const {
   os << "{\"format\": \"kiln.aot/1\", \"name\": " << json::quote(name)
      << ", \"kiln_version\": " << json::quote(kiln_version)
      << ", \"graph_hash\": " << json::quote(graph_hash) << ", \"cpu\": " << json::quote(cpu)
-     << ", \"weights\": " << json::quote(weights) << ",\n \"inputs\": " << list_json(inputs, spec_json)
+     << ",\n \"cpu_features\": "
+     << list_json(cpu_features, [](const std::string& f) { return json::quote(f); })
+     << ",\n \"weights\": " << json::quote(weights) << ",\n \"inputs\": " << list_json(inputs, spec_json)
      << ",\n \"outputs\": " << list_json(outputs, spec_json)
      << ",\n \"parameters\": " << list_json(parameters, spec_json) << ",\n \"plan_inputs\": "
      << list_json(plan_inputs,
@@ -144,6 +146,10 @@ Manifest Manifest::parse(std::string_view text) {
   m.graph_hash = string_of(v, "graph_hash");
   m.cpu = string_of(v, "cpu");
   m.weights = string_of(v, "weights");
+  for (const json::Value& f : array_of(v, "cpu_features")) {
+    if (f.type != json::Value::Type::string) fail("library manifest: a cpu feature is not a string");
+    m.cpu_features.push_back(f.string);
+  }
   m.inputs = specs_of(v, "inputs", false);
   m.outputs = specs_of(v, "outputs", false);
   m.parameters = specs_of(v, "parameters", true);
@@ -168,6 +174,44 @@ Manifest Manifest::parse(std::string_view text) {
     fail("library manifest: " + std::to_string(m.results.size()) + " results for " +
          std::to_string(m.outputs.size()) + " outputs");
   return m;
+}
+
+void check_cpu(const Manifest& manifest, const std::function<bool(std::string_view)>& has) {
+  std::string missing;
+  for (const std::string& f : manifest.cpu_features)
+    if (!has(f)) missing += (missing.empty() ? "" : ", ") + f;
+  if (!missing.empty())
+    fail("this CPU lacks " + missing + ", which the library's kernels (compiled for " +
+         manifest.cpu + ") use; compile the model with kiln aot --cpu for this CPU");
+}
+
+bool cpu_has(std::string_view f) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const std::pair<std::string_view, bool> known[] = {
+      {"sse4.1", __builtin_cpu_supports("sse4.1")},
+      {"sse4.2", __builtin_cpu_supports("sse4.2")},
+      {"popcnt", __builtin_cpu_supports("popcnt")},
+      {"avx", __builtin_cpu_supports("avx")},
+      {"avx2", __builtin_cpu_supports("avx2")},
+      {"fma", __builtin_cpu_supports("fma")},
+      {"f16c", __builtin_cpu_supports("f16c")},
+      {"bmi", __builtin_cpu_supports("bmi")},
+      {"bmi2", __builtin_cpu_supports("bmi2")},
+      {"avx512f", __builtin_cpu_supports("avx512f")},
+      {"avx512vl", __builtin_cpu_supports("avx512vl")},
+      {"avx512bw", __builtin_cpu_supports("avx512bw")},
+      {"avx512dq", __builtin_cpu_supports("avx512dq")},
+      {"avx512cd", __builtin_cpu_supports("avx512cd")},
+      {"avx512vnni", __builtin_cpu_supports("avx512vnni")},
+      {"avx512vbmi", __builtin_cpu_supports("avx512vbmi")},
+      {"avx512bf16", __builtin_cpu_supports("avx512bf16")},
+  };
+  for (const auto& [name, present] : known)
+    if (name == f) return present;
+#else
+  (void)f;
+#endif
+  return true;
 }
 
 std::map<std::string, Tensor> read_weights(const Manifest& manifest, const std::string& path) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -33,7 +34,7 @@ struct TensorSpec {
 /// What a library holds besides its plan and kernels: its JSON, which describe() returns.
 ///
 ///   {"format": "kiln.aot/1", "name": "mlp", "kiln_version": "0.1.0", "graph_hash": "...",
-///    "cpu": "x86-64-v3", "weights": "file"|"embedded"|"none",
+///    "cpu": "x86-64-v3", "cpu_features": ["avx2", "fma", ...], "weights": "file"|"embedded"|"none",
 ///    "inputs": [{"dtype": "f32", "sizes": [8, 784]}], "outputs": [...],
 ///    "parameters": [{"name": "fc1.weight", "dtype": "f32", "sizes": [256, 784]}, ...],
 ///    "plan_inputs": [{"input": 0} | {"parameter": 2} | {"none": 0}, ...],
@@ -45,6 +46,8 @@ struct TensorSpec {
 struct Manifest {
   std::string name, kiln_version, graph_hash, cpu;
   std::string weights = "file";
+  /// The instruction-set features the kernels may use (LLVM's names): checked before a run.
+  std::vector<std::string> cpu_features;
   std::vector<TensorSpec> inputs, outputs, parameters;
   struct PlanInput {
     enum class Kind : uint8_t { input, parameter, none };
@@ -59,6 +62,14 @@ struct Manifest {
   /// out of range).
   static Manifest parse(std::string_view json);
 };
+
+/// Throws a kiln::Error naming the features of manifest.cpu_features that `has` says this CPU
+/// lacks, so that a library compiled for another CPU fails to create instead of crashing on an
+/// illegal instruction. Features `has` does not know are not checked.
+void check_cpu(const Manifest& manifest, const std::function<bool(std::string_view)>& has);
+/// Whether this CPU has a feature (LLVM's name) kernels use: the SSE4, AVX, AVX2, FMA, F16C,
+/// BMI and AVX-512 families (cpuid); true for any other name.
+bool cpu_has(std::string_view feature);
 
 /// Reads the weights of `manifest` from a safetensors file, checked: the file exists and is
 /// well formed, its graph hash (metadata kGraphHashKey) is the manifest's, and every

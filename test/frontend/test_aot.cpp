@@ -5,6 +5,8 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -165,8 +167,9 @@ TEST_CASE("aot: bad input to run is an error with a message, never a crash") {
   kiln_tensor bad_rank = good;
   bad_rank.rank = 99;
   CHECK_THAT(run_error(lib, m, &bad_rank, 1), Catch::Contains("rank 99"));
-  kiln_tensor bad_dtype = good;
-  bad_dtype.dtype = static_cast<kiln_dtype>(42);
+  kiln_tensor bad_dtype = good; // a caller's value that is no enumerator, set as C would
+  const std::underlying_type_t<kiln_dtype> not_a_dtype = 42;
+  std::memcpy(&bad_dtype.dtype, &not_a_dtype, sizeof not_a_dtype);
   CHECK_THAT(run_error(lib, m, &bad_dtype, 1), Catch::Contains("dtype 42 is not a kiln_dtype"));
   // Outputs are checked as inputs are.
   Tensor small = zeros({1, 9});
@@ -309,4 +312,22 @@ TEST_CASE("aot: a malformed manifest is an error naming what is wrong") {
   bad("kiln.aot/1", "kiln.aot/9", "another kiln version");
   bad("\"cpu\"", "\"cpx\"", "no \"cpu\"");
   CHECK_THROWS_WITH(aot::Manifest::parse("{"), Catch::Contains("bad JSON"));
+}
+
+TEST_CASE("aot: a library compiled for a CPU with features this one lacks refuses to create") {
+  aot::Manifest m;
+  m.cpu = "x86-64-v4";
+  m.cpu_features = {"avx2", "avx512f", "avx512bw", "cx16"};
+  auto lacks_avx512 = [](std::string_view f) { return !f.starts_with("avx512"); };
+  CHECK_THROWS_WITH(aot::check_cpu(m, lacks_avx512),
+                    Catch::Contains("this CPU lacks avx512f, avx512bw, which the library's kernels "
+                                    "(compiled for x86-64-v4) use"));
+  CHECK_NOTHROW(aot::check_cpu(m, [](std::string_view) { return true; }));
+  // The library's own list: x86-64-v3's features, which this host (it built the library) has.
+  aot::Manifest lib = aot::Manifest::parse(aot::load(libraries().mlp.string()).describe());
+  CHECK(std::find(lib.cpu_features.begin(), lib.cpu_features.end(), "avx2") != lib.cpu_features.end());
+  CHECK(std::find(lib.cpu_features.begin(), lib.cpu_features.end(), "avx512f") == lib.cpu_features.end());
+  CHECK_NOTHROW(aot::check_cpu(lib, aot::cpu_has));
+  CHECK(aot::cpu_has("avx2"));
+  CHECK(aot::cpu_has("no-such-feature"));
 }

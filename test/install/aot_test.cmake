@@ -56,3 +56,24 @@ execute_process(COMMAND "${kiln}" run mlp --mode eager --check-output "${WORK_DI
 if(rc EQUAL 0 OR NOT out MATCHES "file matches eager: no")
   message(FATAL_ERROR "kiln run --check-output accepted another input's output (${rc}):\n${out}")
 endif()
+
+# Two models linked into one C program, each through its own NAME_aot_entry (N.h).
+file(WRITE "${WORK_DIR}/two_models.c" [=[
+#include <stdio.h>
+#include <string.h>
+#include "mlp.h"
+#include "gpt.h"
+int main(void) {
+  const char* a = mlp_aot_entry()->describe();
+  const char* b = gpt_aot_entry()->describe();
+  printf("%.60s\n%.60s\n", a, b);
+  return MLP_NUM_INPUTS == 1 && GPT_NUM_OUTPUTS == 1 && strstr(a, "\"name\": \"mlp\"") &&
+         strstr(b, "\"name\": \"gpt\"") ? 0 : 1;
+}
+]=])
+run_checked("building two_models.c" "${C_COMPILER}" -std=c11 -Wall -Wextra -Werror
+            -I "${WORK_DIR}/mlp" -I "${WORK_DIR}/gpt" "${WORK_DIR}/two_models.c"
+            -L "${WORK_DIR}/mlp" -L "${WORK_DIR}/gpt" -lmlp -lgpt
+            "-Wl,-rpath,${WORK_DIR}/mlp:${WORK_DIR}/gpt" -o "${WORK_DIR}/two_models")
+run_checked("two_models" "${WORK_DIR}/two_models")
+message(STATUS "two_models: ${last_output}")
