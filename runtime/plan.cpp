@@ -131,9 +131,25 @@ Tensor Plan::placed(size_t slot, const std::shared_ptr<Storage>& arena) const {
   return Tensor(std::move(impl));
 }
 
-std::vector<Tensor> Plan::run(std::span<const Tensor> inputs) const {
+std::vector<Tensor> Plan::run(std::span<const Tensor> inputs, std::span<const Tensor> into) const {
   TracerScope untraced(nullptr);
   std::vector<Tensor> slots(num_slots_);
+  // Per slot, the caller's buffer its result may be written into (output slots only).
+  std::vector<const Tensor*> target;
+  if (!into.empty()) {
+    target.assign(num_slots_, nullptr);
+    for (size_t k = 0; k < outputs_.size() && k < into.size(); ++k)
+      if (into[k].defined() && target[outputs_[k]] == nullptr) target[outputs_[k]] = &into[k];
+  }
+  // A fresh result of these sizes, strides and dtype for slot s: the caller's buffer when it
+  // has that geometry, else a new tensor.
+  auto fresh = [&](size_t s, IntList sizes, IntList strides, DType dtype) {
+    const Tensor* t = target.empty() ? nullptr : target[s];
+    if (t != nullptr && t->dtype() == dtype && t->sizes() == Shape(sizes.begin(), sizes.end()) &&
+        t->is_contiguous() && (strides.empty() || is_contiguous(sizes, strides)))
+      return *t;
+    return empty_with_layout(sizes, strides, dtype);
+  };
   for (const auto& [s, t] : constants_)
     slots[s] = t;
   for (auto [s, k] : inputs_) {
@@ -154,7 +170,7 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs) const {
       const Epilogue& ep = st.attention->out;
       Tensor out = placement_[st.results[0]].planned
                        ? placed(st.results[0], arena)
-                       : empty_with_layout(ep.sizes, ep.strides, ep.dtype);
+                       : fresh(st.results[0], ep.sizes, ep.strides, ep.dtype);
       st.attention->run(kernels_.at(static_cast<size_t>(st.attention->kernel)), operands, out);
       slots[st.results[0]] = std::move(out);
     } else if (st.kernel >= 0) {
@@ -163,12 +179,24 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs) const {
         slots[st.results[i]] =
             placement_[st.results[i]].planned
                 ? placed(st.results[i], arena)
-                : empty_with_layout(k.outputs[i].sizes, k.outputs[i].strides, k.outputs[i].dtype);
+                : fresh(st.results[i], k.outputs[i].sizes, k.outputs[i].strides, k.outputs[i].dtype);
       run_kernel(k, operands, st.results, slots);
     } else if (st.epilogue) {
-      Tensor out = placement_[st.results[0]].planned ? placed(st.results[0], arena) : Tensor();
+      const Epilogue& ep = *st.epilogue;
+      Tensor out = placement_[st.results[0]].planned ? placed(st.results[0], arena)
+                   : !target.empty() && target[st.results[0]] != nullptr
+                       ? fresh(st.results[0], ep.sizes, ep.strides, ep.dtype)
+                       : Tensor();
       slots[st.results[0]] = run_with_epilogue(st.op, *st.attrs, operands, *st.epilogue,
                                                out.defined() ? &out : nullptr);
+    } else if (const Tensor* t = st.results.size() == 1 && !target.empty()
+                                     ? target[st.results[0]]
+                                     : nullptr;
+               t != nullptr && schema(st.op).kind != OpKind::view) {
+      // An eager call whose one result is an output: written into the caller's buffer (out=).
+      Tensor into_t = *t;
+      slots[st.results[0]] =
+          std::move(dispatch(st.op, operands, *st.attrs, std::span<Tensor>(&into_t, 1))[0]);
     } else {
       std::vector<Tensor> r = dispatch(st.op, operands, *st.attrs);
       for (size_t k = 0; k < st.results.size(); ++k)

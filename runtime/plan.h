@@ -110,7 +110,15 @@ public:
 
   /// Runs the plan on `inputs` (indexed as bind_input numbered them), performs the writes and
   /// returns the outputs. Tracing is suspended while it runs.
-  std::vector<Tensor> run(std::span<const Tensor> inputs) const;
+  ///
+  /// `into[k]`, when given and defined, is where output k may be written: a generated kernel,
+  /// library call or attention step whose result is output k, contiguous and of into[k]'s
+  /// sizes and dtype, writes into it instead of a fresh tensor, and an eager call (not a view)
+  /// writes into it as its out= tensor, which must be of output k's sizes. The returned output
+  /// then shares its storage; callers compare to know whether a copy is still due. `kiln aot`
+  /// libraries write their outputs straight into the caller's buffers this way.
+  std::vector<Tensor> run(std::span<const Tensor> inputs,
+                          std::span<const Tensor> into = {}) const;
 
   std::span<const Step> steps() const { return steps_; }
   std::span<const KernelCall> kernels() const { return kernels_; }

@@ -330,13 +330,25 @@ void bench(const fs::path& library, const ModelInstance& inst, uint64_t runs) {
   const double jit_first_ms = ms_since(start);
   (void)lib(inst.input);
   std::vector<double> a, j;
-  for (uint64_t k = 0; k < runs; ++k) {
-    start = std::chrono::steady_clock::now();
+  // Alternating, each first in every other pair: neither gains from the other's cache state.
+  auto time_lib = [&] {
+    const auto t = std::chrono::steady_clock::now();
     (void)lib(inst.input);
-    a.push_back(ms_since(start));
-    start = std::chrono::steady_clock::now();
+    a.push_back(ms_since(t));
+  };
+  auto time_jit = [&] {
+    const auto t = std::chrono::steady_clock::now();
     (void)jit(inst.input);
-    j.push_back(ms_since(start));
+    j.push_back(ms_since(t));
+  };
+  for (uint64_t k = 0; k < runs; ++k) {
+    if (k % 2 == 0) {
+      time_lib();
+      time_jit();
+    } else {
+      time_jit();
+      time_lib();
+    }
   }
   char line[256];
   std::snprintf(line, sizeof line,

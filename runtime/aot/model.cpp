@@ -253,7 +253,9 @@ Model::Model(Manifest manifest, std::string_view plan, const KernelResolver& res
   }
 }
 
-std::vector<Tensor> Model::run(std::span<const Tensor> inputs) {
+std::vector<Tensor> Model::run(std::span<const Tensor> inputs) { return run_plan(inputs, {}); }
+
+std::vector<Tensor> Model::run_plan(std::span<const Tensor> inputs, std::span<const Tensor> into) {
   if (inputs.size() != manifest_.inputs.size())
     fail("model " + manifest_.name + " takes " + std::to_string(manifest_.inputs.size()) +
          " inputs, got " + std::to_string(inputs.size()));
@@ -262,7 +264,7 @@ std::vector<Tensor> Model::run(std::span<const Tensor> inputs) {
   for (size_t k = 0; k < bound_.size(); ++k)
     if (manifest_.plan_inputs[k].kind == Manifest::PlanInput::Kind::input)
       bound_[k] = inputs[manifest_.plan_inputs[k].index];
-  std::vector<Tensor> outs = plan_->plan.run(bound_);
+  std::vector<Tensor> outs = plan_->plan.run(bound_, into);
   for (size_t k = 0; k < bound_.size(); ++k)
     if (manifest_.plan_inputs[k].kind == Manifest::PlanInput::Kind::input) bound_[k] = Tensor();
   std::vector<Tensor> results;
@@ -277,9 +279,16 @@ void Model::run_into(std::span<const Tensor> inputs, std::span<Tensor> out) {
          " outputs, got " + std::to_string(out.size()));
   for (size_t k = 0; k < out.size(); ++k)
     check_tensor(out[k], manifest_.outputs[k], "output", k);
-  std::vector<Tensor> results = run(inputs);
+  // The plan writes each output it computes contiguously straight into the caller's buffer;
+  // the others (a view, an output that is also another's) are copied there.
+  std::vector<Tensor> into(plan_->plan.outputs().size());
   for (size_t k = 0; k < out.size(); ++k)
-    out[k].copy_(results[k]);
+    if (!into[manifest_.results[k]].defined()) into[manifest_.results[k]] = out[k];
+  std::vector<Tensor> results = run_plan(inputs, into);
+  for (size_t k = 0; k < out.size(); ++k)
+    if (results[k].impl().storage != out[k].impl().storage ||
+        results[k].raw_data() != out[k].raw_data())
+      out[k].copy_(results[k]);
 }
 
 Tensor borrow(void* data, DType dtype, IntList sizes) {

@@ -96,6 +96,7 @@ public:
   void run_into(std::span<const Tensor> inputs, std::span<Tensor> out);
 
 private:
+  std::vector<Tensor> run_plan(std::span<const Tensor> inputs, std::span<const Tensor> into);
   Manifest manifest_;
   std::unique_ptr<LoadedPlan> plan_;
   std::vector<Tensor> bound_; // per plan input: the parameter, or a caller's input during a run
