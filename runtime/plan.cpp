@@ -176,10 +176,10 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs, std::span<const Te
     } else if (st.kernel >= 0) {
       const KernelCall& k = kernels_[static_cast<size_t>(st.kernel)];
       for (size_t i = 0; i < st.results.size(); ++i)
-        slots[st.results[i]] =
-            placement_[st.results[i]].planned
-                ? placed(st.results[i], arena)
-                : fresh(st.results[i], k.outputs[i].sizes, k.outputs[i].strides, k.outputs[i].dtype);
+        slots[st.results[i]] = placement_[st.results[i]].planned
+                                   ? placed(st.results[i], arena)
+                                   : fresh(st.results[i], k.outputs[i].sizes, k.outputs[i].strides,
+                                           k.outputs[i].dtype);
       run_kernel(k, operands, st.results, slots);
     } else if (st.epilogue) {
       const Epilogue& ep = *st.epilogue;
@@ -189,9 +189,8 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs, std::span<const Te
                        : Tensor();
       slots[st.results[0]] = run_with_epilogue(st.op, *st.attrs, operands, *st.epilogue,
                                                out.defined() ? &out : nullptr);
-    } else if (const Tensor* t = st.results.size() == 1 && !target.empty()
-                                     ? target[st.results[0]]
-                                     : nullptr;
+    } else if (const Tensor* t =
+                   st.results.size() == 1 && !target.empty() ? target[st.results[0]] : nullptr;
                t != nullptr && schema(st.op).kind != OpKind::view) {
       // An eager call whose one result is an output: written into the caller's buffer (out=).
       Tensor into_t = *t;

@@ -117,8 +117,7 @@ public:
   /// writes into it as its out= tensor, which must be of output k's sizes. The returned output
   /// then shares its storage; callers compare to know whether a copy is still due. `kiln aot`
   /// libraries write their outputs straight into the caller's buffers this way.
-  std::vector<Tensor> run(std::span<const Tensor> inputs,
-                          std::span<const Tensor> into = {}) const;
+  std::vector<Tensor> run(std::span<const Tensor> inputs, std::span<const Tensor> into = {}) const;
 
   std::span<const Step> steps() const { return steps_; }
   std::span<const KernelCall> kernels() const { return kernels_; }

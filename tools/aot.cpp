@@ -152,9 +152,11 @@ aot::Manifest make_manifest(const Captured& c, const AotOptions& o,
   for (const Tensor& t : c.results)
     m.outputs.push_back({"", t.dtype(), t.sizes()});
   for (const aot::TensorSpec& t : m.inputs)
-    if (t.sizes.size() > 8) throw Error::without_location("an input of rank > 8 (KILN_AOT_MAX_RANK)");
+    if (t.sizes.size() > 8)
+      throw Error::without_location("an input of rank > 8 (KILN_AOT_MAX_RANK)");
   for (const aot::TensorSpec& t : m.outputs)
-    if (t.sizes.size() > 8) throw Error::without_location("an output of rank > 8 (KILN_AOT_MAX_RANK)");
+    if (t.sizes.size() > 8)
+      throw Error::without_location("an output of rank > 8 (KILN_AOT_MAX_RANK)");
   std::map<std::string, size_t> parameter_of;
   for (size_t k = 0; k < r.bindings.size(); ++k) {
     const frontend::InputBinding& b = r.bindings[k];
@@ -204,7 +206,8 @@ std::string header_text(const aot::Manifest& m, const std::string& id) {
     ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
   h << "/* " << m.name << ".h: the model `" << m.name << "`, compiled by kiln " << m.kiln_version
     << " (`kiln aot`) for " << m.cpu << ", graph " << m.graph_hash << ".\n"
-    << " *\n * Load lib" << m.name << ".so with dlopen and call kiln_aot_entry, or link it and call\n"
+    << " *\n * Load lib" << m.name
+    << ".so with dlopen and call kiln_aot_entry, or link it and call\n"
     << " * " << id << "_aot_entry (the same table under a name of its own, so that several models\n"
     << " * link into one program). Inputs:\n";
   for (size_t k = 0; k < m.inputs.size(); ++k)
@@ -256,10 +259,9 @@ fs::path runtime_archive() {
   for (const fs::path& p : {dir / ".." / "lib" / "libkiln_runtime_aot.a",
                             dir / ".." / KILN_INSTALL_LIBDIR / "libkiln_runtime_aot.a"})
     if (fs::exists(p)) return fs::weakly_canonical(p);
-  throw Error::without_location("libkiln_runtime_aot.a is neither in " +
-                                (dir / ".." / "lib").string() + " nor in " +
-                                (dir / ".." / KILN_INSTALL_LIBDIR).string() +
-                                " (build or install kiln with it)");
+  throw Error::without_location(
+      "libkiln_runtime_aot.a is neither in " + (dir / ".." / "lib").string() + " nor in " +
+      (dir / ".." / KILN_INSTALL_LIBDIR).string() + " (build or install kiln with it)");
 }
 
 /// kiln_aot.h: the install tree's, or the source tree's for a build tree.
@@ -351,12 +353,13 @@ void bench(const fs::path& library, const ModelInstance& inst, uint64_t runs) {
     }
   }
   char line[256];
-  std::snprintf(line, sizeof line,
-                "bench    load + create %.2f ms (the JIT's first call, trace and compile: %.2f ms)\n"
-                "bench    run: library %.4f ms, JIT %.4f ms (median of %llu each): %.3fx the JIT's "
-                "time\n",
-                load_ms, jit_first_ms, median(a), median(j), static_cast<unsigned long long>(runs),
-                median(a) / median(j));
+  std::snprintf(
+      line, sizeof line,
+      "bench    load + create %.2f ms (the JIT's first call, trace and compile: %.2f ms)\n"
+      "bench    run: library %.4f ms, JIT %.4f ms (median of %llu each): %.3fx the JIT's "
+      "time\n",
+      load_ms, jit_first_ms, median(a), median(j), static_cast<unsigned long long>(runs),
+      median(a) / median(j));
   std::cout << line;
 }
 
@@ -457,8 +460,9 @@ int aot(const AotOptions& o, const ModelArgs& margs) {
   write_file(dir / (m.name + ".h"), header_text(m, id));
   fs::copy_file(aot_header(), dir / "kiln_aot.h", fs::copy_options::overwrite_existing);
 
-  std::cout << "model    " << m.name << " (graph " << m.graph_hash << ", " << c.compiled->plan.steps().size()
-            << " steps, " << kernel_names.size() << " kernels)\n";
+  std::cout << "model    " << m.name << " (graph " << m.graph_hash << ", "
+            << c.compiled->plan.steps().size() << " steps, " << kernel_names.size()
+            << " kernels)\n";
   for (size_t k = 0; k < m.inputs.size(); ++k)
     std::cout << "input    " << k << ": " << m.inputs[k].str() << "\n";
   for (size_t k = 0; k < m.outputs.size(); ++k)
@@ -495,13 +499,16 @@ int aot_main(std::span<const std::string_view> args) {
     std::string runs;
     if (a == "--embed-weights") {
       o.embed = true;
-    } else if (flag_value(args, i, "-o", o.out_dir, err) || flag_value(args, i, "--out", o.out_dir, err) ||
+    } else if (flag_value(args, i, "-o", o.out_dir, err) ||
+               flag_value(args, i, "--out", o.out_dir, err) ||
                flag_value(args, i, "--weights", o.weights, err) ||
-               flag_value(args, i, "--cpu", o.cpu, err) || flag_value(args, i, "--name", o.name, err) ||
+               flag_value(args, i, "--cpu", o.cpu, err) ||
+               flag_value(args, i, "--name", o.name, err) ||
                flag_value(args, i, "--bench", runs, err) || margs.take(args, i, err)) {
       if (err) return report("aot", *err);
       if (!runs.empty() && (!parse_uint(runs, o.bench) || o.bench == 0))
-        return report("aot", usage_error("bad --bench '" + runs + "': expected a positive integer"));
+        return report("aot",
+                      usage_error("bad --bench '" + runs + "': expected a positive integer"));
     } else {
       return report("aot", usage_error("unknown argument '" + std::string(a) + "'"));
     }

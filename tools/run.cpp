@@ -194,7 +194,8 @@ int run_model_command(const RunOptions& o, ModelInstance& inst, const ModelArgs&
   if (!o.save_input.empty()) {
     const Tensor c = x.contiguous();
     std::ofstream f(o.save_input, std::ios::binary);
-    f.write(static_cast<const char*>(c.raw_data()), static_cast<std::streamsize>(c.numel() * c.itemsize()));
+    f.write(static_cast<const char*>(c.raw_data()),
+            static_cast<std::streamsize>(c.numel() * c.itemsize()));
     f.close();
     if (!f) throw Error::without_location("can't write " + o.save_input);
     std::cout << "saved    the input to " << o.save_input << "\n";
@@ -244,10 +245,9 @@ int run_model_command(const RunOptions& o, ModelInstance& inst, const ModelArgs&
       throw Error::without_location("can't read " + o.check_output + ": " + why);
     const size_t want = static_cast<size_t>(reference.numel() * reference.itemsize());
     if (bytes.size() != want)
-      throw Error::without_location(o.check_output + " holds " + std::to_string(bytes.size()) +
-                                    " bytes; the output " +
-                                    input_spec_str(reference.sizes(), reference.dtype()) +
-                                    " has " + std::to_string(want));
+      throw Error::without_location(
+          o.check_output + " holds " + std::to_string(bytes.size()) + " bytes; the output " +
+          input_spec_str(reference.sizes(), reference.dtype()) + " has " + std::to_string(want));
     Tensor got = empty_with_layout(reference.sizes(), {}, reference.dtype());
     std::memcpy(got.raw_data(), bytes.data(), want);
     std::string how;

@@ -50,11 +50,12 @@ std::string aot_data_object(const HostTarget& target, const AotData& data) {
 
   std::vector<llvm::Constant*> rows;
   for (const std::string& name : data.kernel_names) {
-    auto* text = new llvm::GlobalVariable(m, llvm::ArrayType::get(llvm::Type::getInt8Ty(ctx), name.size() + 1),
-                                          true, llvm::GlobalValue::PrivateLinkage,
-                                          bytes(ctx, name, /*nul=*/true), "kiln_aot_name");
+    auto* text = new llvm::GlobalVariable(
+        m, llvm::ArrayType::get(llvm::Type::getInt8Ty(ctx), name.size() + 1), true,
+        llvm::GlobalValue::PrivateLinkage, bytes(ctx, name, /*nul=*/true), "kiln_aot_name");
     llvm::FunctionCallee fn = m.getOrInsertFunction(name, entry_type);
-    rows.push_back(llvm::ConstantStruct::get(row_type, {text, llvm::cast<llvm::Constant>(fn.getCallee())}));
+    rows.push_back(
+        llvm::ConstantStruct::get(row_type, {text, llvm::cast<llvm::Constant>(fn.getCallee())}));
   }
   define(m, "kiln_aot_kernels",
          llvm::ConstantArray::get(llvm::ArrayType::get(row_type, rows.size()), rows), 16);
@@ -67,8 +68,8 @@ std::string aot_data_object(const HostTarget& target, const AotData& data) {
   auto* table = llvm::Function::Create(table_type, llvm::GlobalValue::ExternalLinkage,
                                        "kiln_aot_api_table", m);
   table->setVisibility(llvm::GlobalValue::HiddenVisibility);
-  auto* alias = llvm::Function::Create(table_type, llvm::GlobalValue::ExternalLinkage,
-                                       data.entry_alias, m);
+  auto* alias =
+      llvm::Function::Create(table_type, llvm::GlobalValue::ExternalLinkage, data.entry_alias, m);
   llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", alias));
   b.CreateRet(b.CreateCall(table));
   HostTarget pic = target;

@@ -92,12 +92,14 @@ HostTarget cpu_target(std::string_view cpu) {
       t->createMCSubtargetInfo(llvm::Triple(host.triple), "", ""));
   KILN_CHECK(info && info->isCPUStringValid(llvm::StringRef(cpu.data(), cpu.size())),
              "LLVM: unknown CPU '", cpu, "' for ", host.triple);
-  std::unique_ptr<llvm::MCSubtargetInfo> of_cpu(
-      t->createMCSubtargetInfo(llvm::Triple(host.triple), llvm::StringRef(cpu.data(), cpu.size()), ""));
+  std::unique_ptr<llvm::MCSubtargetInfo> of_cpu(t->createMCSubtargetInfo(
+      llvm::Triple(host.triple), llvm::StringRef(cpu.data(), cpu.size()), ""));
   HostTarget target;
   target.triple = host.triple;
   target.cpu = std::string(cpu);
-  target.vector_bytes = of_cpu->checkFeatures("+avx512f") ? 64 : of_cpu->checkFeatures("+avx") ? 32 : 16;
+  target.vector_bytes = of_cpu->checkFeatures("+avx512f") ? 64
+                        : of_cpu->checkFeatures("+avx")   ? 32
+                                                          : 16;
   return target;
 }
 

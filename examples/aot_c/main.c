@@ -84,19 +84,27 @@ int main(int argc, char** argv) {
   const char *lib_path = NULL, *weights = NULL, *in_path = NULL, *out_path = NULL;
   int describe = 0;
   for (int i = 1; i < argc; ++i) {
-    if (strcmp(argv[i], "--weights") == 0 && i + 1 < argc) weights = argv[++i];
-    else if (strcmp(argv[i], "--input") == 0 && i + 1 < argc) in_path = argv[++i];
-    else if (strcmp(argv[i], "--output") == 0 && i + 1 < argc) out_path = argv[++i];
-    else if (strcmp(argv[i], "--describe") == 0) describe = 1;
-    else if (lib_path == NULL && argv[i][0] != '-') lib_path = argv[i];
+    if (strcmp(argv[i], "--weights") == 0 && i + 1 < argc)
+      weights = argv[++i];
+    else if (strcmp(argv[i], "--input") == 0 && i + 1 < argc)
+      in_path = argv[++i];
+    else if (strcmp(argv[i], "--output") == 0 && i + 1 < argc)
+      out_path = argv[++i];
+    else if (strcmp(argv[i], "--describe") == 0)
+      describe = 1;
+    else if (lib_path == NULL && argv[i][0] != '-')
+      lib_path = argv[i];
     else {
-      fprintf(stderr, "usage: %s LIB.so [--weights F] [--input IN.bin] [--output OUT.bin] "
-                      "[--describe]\n", argv[0]);
+      fprintf(stderr,
+              "usage: %s LIB.so [--weights F] [--input IN.bin] [--output OUT.bin] "
+              "[--describe]\n",
+              argv[0]);
       return 2;
     }
   }
   if (lib_path == NULL) {
-    fprintf(stderr, "usage: %s LIB.so [--weights F] [--input IN.bin] [--output OUT.bin]\n", argv[0]);
+    fprintf(stderr, "usage: %s LIB.so [--weights F] [--input IN.bin] [--output OUT.bin]\n",
+            argv[0]);
     return 2;
   }
   void* lib = dlopen(lib_path, RTLD_NOW | RTLD_LOCAL);
@@ -136,7 +144,8 @@ int main(int argc, char** argv) {
   }
   for (size_t i = 0; i < n_in; ++i) {
     if (make_buffer(api, m, 1, i, &in[i]) != 0) return 1;
-    if (f == NULL) fill_default(&in[i]);
+    if (f == NULL)
+      fill_default(&in[i]);
     else if (fread(in[i].data, 1, in[i].bytes, f) != in[i].bytes) {
       fprintf(stderr, "aot_run: %s is too short for input %zu (%zu bytes)\n", in_path, i,
               in[i].bytes);

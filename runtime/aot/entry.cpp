@@ -8,8 +8,8 @@
 #include <cstring>
 #include <filesystem>
 #include <new>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 
 #include "include/kiln/kiln_aot.h"
@@ -68,7 +68,8 @@ kiln::KernelEntry resolve(std::string_view name) {
 /// NAME.safetensors in the directory of this library.
 std::string weights_beside_library(const Manifest& m) {
   Dl_info info{};
-  if (dladdr(reinterpret_cast<const void*>(&kiln_aot_entry), &info) == 0 || info.dli_fname == nullptr)
+  if (dladdr(reinterpret_cast<const void*>(&kiln_aot_entry), &info) == 0 ||
+      info.dli_fname == nullptr)
     throw kiln::Error::without_location("can't find the library's own path for its weights");
   return (std::filesystem::path(info.dli_fname).parent_path() / (m.name + ".safetensors")).string();
 }
@@ -118,8 +119,7 @@ std::vector<kiln::Tensor> borrow_all(const kiln_tensor* ts, size_t n, const char
     kiln::Shape sizes(t.sizes, t.sizes + t.rank);
     for (int64_t s : sizes)
       if (s < 0) throw kiln::Error::without_location(name + ": a negative size");
-    if (t.data == nullptr)
-      throw kiln::Error::without_location(name + ": NULL data");
+    if (t.data == nullptr) throw kiln::Error::without_location(name + ": NULL data");
     out.push_back(kiln::aot::borrow(t.data, static_cast<kiln::DType>(dtype), sizes));
   }
   return out;
@@ -170,9 +170,8 @@ int output_info(const kiln_model* model, size_t i, kiln_dtype* dtype, int32_t* r
 
 const char* describe() { return kiln_aot_manifest; }
 
-constexpr kiln_aot_api kApi = {KILN_AOT_ABI_VERSION, create,      run,         destroy,
-                               num_inputs,           num_outputs, input_info,  output_info,
-                               describe};
+constexpr kiln_aot_api kApi = {KILN_AOT_ABI_VERSION, create,     run,         destroy, num_inputs,
+                               num_outputs,          input_info, output_info, describe};
 
 } // namespace
 

@@ -51,7 +51,8 @@ LoadedModel load(const std::string& path, const std::string& weights) {
   }
   auto entry = reinterpret_cast<const kiln_aot_api* (*)()>(dlsym(s->library, "kiln_aot_entry"));
   if (entry == nullptr)
-    throw Error::without_location("aot: " + path + " is not a kiln aot library (no kiln_aot_entry)");
+    throw Error::without_location("aot: " + path +
+                                  " is not a kiln aot library (no kiln_aot_entry)");
   s->api = entry();
   if (s->api == nullptr || s->api->abi_version < KILN_AOT_ABI_VERSION)
     throw Error::without_location("aot: " + path + " has an older ABI than this kiln's (" +
@@ -85,7 +86,8 @@ std::vector<Tensor> LoadedModel::operator()(std::span<const Tensor> inputs) cons
     c_out.push_back(c_tensor(t));
   char err[2048] = {};
   std::lock_guard lock(s.mu);
-  if (s.api->run(s.model, c_in.data(), c_in.size(), c_out.data(), c_out.size(), err, sizeof err) != 0)
+  if (s.api->run(s.model, c_in.data(), c_in.size(), c_out.data(), c_out.size(), err, sizeof err) !=
+      0)
     throw Error("aot model " + s.path + ": " + err);
   return out;
 }

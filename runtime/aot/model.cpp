@@ -94,8 +94,7 @@ std::map<std::string, Tensor> check_weights(const Manifest& manifest,
     const Tensor& t = it->second;
     if (t.dtype() != p.dtype || t.sizes() != p.sizes)
       fail("weights " + origin + ": tensor '" + p.name + "' is " +
-           TensorSpec{"", t.dtype(), t.sizes()}.str() +
-           ", the model needs " + p.str());
+           TensorSpec{"", t.dtype(), t.sizes()}.str() + ", the model needs " + p.str());
     out.emplace(p.name, std::move(it->second));
   }
   return out;
@@ -112,7 +111,9 @@ void check_tensor(const Tensor& t, const TensorSpec& spec, std::string_view what
 
 } // namespace
 
-std::string TensorSpec::str() const { return std::string(dtype_name(dtype)) + " " + sizes_str(sizes); }
+std::string TensorSpec::str() const {
+  return std::string(dtype_name(dtype)) + " " + sizes_str(sizes);
+}
 
 std::string Manifest::json() const {
   std::ostringstream os;
@@ -121,7 +122,8 @@ std::string Manifest::json() const {
      << ", \"graph_hash\": " << json::quote(graph_hash) << ", \"cpu\": " << json::quote(cpu)
      << ",\n \"cpu_features\": "
      << list_json(cpu_features, [](const std::string& f) { return json::quote(f); })
-     << ",\n \"weights\": " << json::quote(weights) << ",\n \"inputs\": " << list_json(inputs, spec_json)
+     << ",\n \"weights\": " << json::quote(weights)
+     << ",\n \"inputs\": " << list_json(inputs, spec_json)
      << ",\n \"outputs\": " << list_json(outputs, spec_json)
      << ",\n \"parameters\": " << list_json(parameters, spec_json) << ",\n \"plan_inputs\": "
      << list_json(plan_inputs,
@@ -131,8 +133,8 @@ std::string Manifest::json() const {
                                                                              : "none";
                     return "{\"" + std::string(key) + "\": " + std::to_string(p.index) + "}";
                   })
-     << ",\n \"results\": "
-     << list_json(results, [](size_t r) { return std::to_string(r); }) << "}\n";
+     << ",\n \"results\": " << list_json(results, [](size_t r) { return std::to_string(r); })
+     << "}\n";
   return os.str();
 }
 
@@ -147,7 +149,8 @@ Manifest Manifest::parse(std::string_view text) {
   m.cpu = string_of(v, "cpu");
   m.weights = string_of(v, "weights");
   for (const json::Value& f : array_of(v, "cpu_features")) {
-    if (f.type != json::Value::Type::string) fail("library manifest: a cpu feature is not a string");
+    if (f.type != json::Value::Type::string)
+      fail("library manifest: a cpu feature is not a string");
     m.cpu_features.push_back(f.string);
   }
   m.inputs = specs_of(v, "inputs", false);

@@ -34,8 +34,8 @@ struct TensorSpec {
 /// What a library holds besides its plan and kernels: its JSON, which describe() returns.
 ///
 ///   {"format": "kiln.aot/1", "name": "mlp", "kiln_version": "0.1.0", "graph_hash": "...",
-///    "cpu": "x86-64-v3", "cpu_features": ["avx2", "fma", ...], "weights": "file"|"embedded"|"none",
-///    "inputs": [{"dtype": "f32", "sizes": [8, 784]}], "outputs": [...],
+///    "cpu": "x86-64-v3", "cpu_features": ["avx2", "fma", ...], "weights":
+///    "file"|"embedded"|"none", "inputs": [{"dtype": "f32", "sizes": [8, 784]}], "outputs": [...],
 ///    "parameters": [{"name": "fc1.weight", "dtype": "f32", "sizes": [256, 784]}, ...],
 ///    "plan_inputs": [{"input": 0} | {"parameter": 2} | {"none": 0}, ...],
 ///    "results": [0, ...]}

@@ -4,18 +4,18 @@
 // weights, kiln::aot::load; and the manifest's reader on malformed text.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
 #include "frontend_testing.h"
+#include "include/kiln/kiln_aot.h"
 #include "models/zoo.h"
 #include "runtime/aot/model.h"
 #include "temp_dir.h"
-#include "include/kiln/kiln_aot.h"
 
 using namespace kiln;
 namespace fs = std::filesystem;
@@ -25,7 +25,8 @@ namespace {
 /// `kiln aot ARGS` into dir; the command's output on failure.
 void build_library(const std::string& args, const fs::path& dir) {
   const std::string log = (dir.parent_path() / (dir.filename().string() + ".log")).string();
-  const std::string cmd = std::string(KILN_CLI) + " aot " + args + " -o " + dir.string() + " > " + log + " 2>&1";
+  const std::string cmd =
+      std::string(KILN_CLI) + " aot " + args + " -o " + dir.string() + " > " + log + " 2>&1";
   const int rc = std::system(cmd.c_str());
   std::ifstream f(log);
   std::string out((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -71,7 +72,9 @@ struct Reference {
   std::shared_ptr<nn::Module> module = spec.make(0);
   std::shared_ptr<nn::Module> module64 = spec.make(0);
   Reference() { module64->to(DType::f64); }
-  Tensor input(uint64_t seed) const { return spec.make_input(spec.input_shape, spec.input_dtype, seed); }
+  Tensor input(uint64_t seed) const {
+    return spec.make_input(spec.input_shape, spec.input_dtype, seed);
+  }
   void require_accurate(const Tensor& got, const Tensor& x) const {
     NoGradGuard no_grad;
     Tensor want = run_model(spec, *module, x);
@@ -132,8 +135,9 @@ TEST_CASE("aot: the library's output equals eager by the f64 rule, through C and
   CHECK(m.name == "mlp");
   CHECK(m.cpu == "x86-64-v3");
   CHECK(m.graph_hash.size() == 16);
-  CHECK(load_metadata((libs.mlp.parent_path() / "mlp.safetensors").string()).at(aot::kGraphHashKey) ==
-        m.graph_hash);
+  CHECK(
+      load_metadata((libs.mlp.parent_path() / "mlp.safetensors").string()).at(aot::kGraphHashKey) ==
+      m.graph_hash);
 }
 
 TEST_CASE("aot: bad input to run is an error with a message, never a crash") {
@@ -199,7 +203,8 @@ TEST_CASE("aot: bad input to run is an error with a message, never a crash") {
   lib.api->destroy(nullptr);
 }
 
-TEST_CASE("aot: a weights file that is missing, truncated, renamed, reshaped, retyped or of another graph is refused") {
+TEST_CASE("aot: a weights file that is missing, truncated, renamed, reshaped, retyped or of "
+          "another graph is refused") {
   const Libraries& libs = libraries();
   Opened lib(libs.mlp);
   testing::TempDir tmp("kiln_aot_weights");
@@ -214,7 +219,8 @@ TEST_CASE("aot: a weights file that is missing, truncated, renamed, reshaped, re
     std::ofstream out(tmp.file("short.safetensors"), std::ios::binary);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2));
   }
-  CHECK_THAT(create_error(lib, tmp.file("short.safetensors")), Catch::Contains("short.safetensors"));
+  CHECK_THAT(create_error(lib, tmp.file("short.safetensors")),
+             Catch::Contains("short.safetensors"));
   {
     auto renamed = w;
     renamed["fc1.weights"] = renamed.at("fc1.weight");
@@ -245,7 +251,8 @@ TEST_CASE("aot: a weights file that is missing, truncated, renamed, reshaped, re
   }
   CHECK_THAT(create_error(lib, tmp.file("other.safetensors")),
              Catch::Contains("belong to graph 0123456789abcdef"));
-  CHECK_THAT(create_error(lib, tmp.file("nohash.safetensors")), Catch::Contains(aot::kGraphHashKey));
+  CHECK_THAT(create_error(lib, tmp.file("nohash.safetensors")),
+             Catch::Contains(aot::kGraphHashKey));
   // Other values of the right names, shapes and graph are what a weights file is for.
   {
     auto scaled = w;
@@ -255,7 +262,8 @@ TEST_CASE("aot: a weights file that is missing, truncated, renamed, reshaped, re
   aot::LoadedModel a = aot::load(libs.mlp.string());
   aot::LoadedModel b = aot::load(libs.mlp.string(), tmp.file("scaled.safetensors"));
   Tensor x = Reference().input(7);
-  KILN_REQUIRE_CLOSE(b(x) - a(x), [](const Tensor& t) { return t; }, ones({1, 10}));
+  KILN_REQUIRE_CLOSE(
+      b(x) - a(x), [](const Tensor& t) { return t; }, ones({1, 10}));
   CHECK_THROWS_WITH(aot::load((tmp.dir / "missing.so").string()), Catch::Contains("can't load"));
   CHECK_THROWS_WITH(aot::load("libm.so.6"), Catch::Contains("not a kiln aot library"));
 }
@@ -325,8 +333,10 @@ TEST_CASE("aot: a library compiled for a CPU with features this one lacks refuse
   CHECK_NOTHROW(aot::check_cpu(m, [](std::string_view) { return true; }));
   // The library's own list: x86-64-v3's features, which this host (it built the library) has.
   aot::Manifest lib = aot::Manifest::parse(aot::load(libraries().mlp.string()).describe());
-  CHECK(std::find(lib.cpu_features.begin(), lib.cpu_features.end(), "avx2") != lib.cpu_features.end());
-  CHECK(std::find(lib.cpu_features.begin(), lib.cpu_features.end(), "avx512f") == lib.cpu_features.end());
+  CHECK(std::find(lib.cpu_features.begin(), lib.cpu_features.end(), "avx2") !=
+        lib.cpu_features.end());
+  CHECK(std::find(lib.cpu_features.begin(), lib.cpu_features.end(), "avx512f") ==
+        lib.cpu_features.end());
   CHECK_NOTHROW(aot::check_cpu(lib, aot::cpu_has));
   CHECK(aot::cpu_has("avx2"));
   CHECK(aot::cpu_has("no-such-feature"));
