@@ -119,8 +119,8 @@ std::string Manifest::json() const {
   std::ostringstream os;
   os << "{\"format\": \"kiln.aot/1\", \"name\": " << json::quote(name)
      << ", \"kiln_version\": " << json::quote(kiln_version)
-     << ", \"graph_hash\": " << json::quote(graph_hash) << ", \"cpu\": " << json::quote(cpu)
-     << ",\n \"cpu_features\": "
+     << ", \"graph_hash\": " << json::quote(graph_hash) << ", \"device\": " << json::quote(device)
+     << ", \"cpu\": " << json::quote(cpu) << ",\n \"cpu_features\": "
      << list_json(cpu_features, [](const std::string& f) { return json::quote(f); })
      << ",\n \"weights\": " << json::quote(weights)
      << ",\n \"inputs\": " << list_json(inputs, spec_json)
@@ -146,6 +146,9 @@ Manifest Manifest::parse(std::string_view text) {
   m.name = string_of(v, "name");
   m.kiln_version = string_of(v, "kiln_version");
   m.graph_hash = string_of(v, "graph_hash");
+  m.device = string_of(v, "device");
+  if (m.device != "cpu")
+    fail("library manifest: device \"" + m.device + "\" is not one this kiln runs (cpu)");
   m.cpu = string_of(v, "cpu");
   m.weights = string_of(v, "weights");
   for (const json::Value& f : array_of(v, "cpu_features")) {

@@ -34,7 +34,7 @@ struct TensorSpec {
 /// What a library holds besides its plan and kernels: its JSON, which describe() returns.
 ///
 ///   {"format": "kiln.aot/1", "name": "mlp", "kiln_version": "0.1.0", "graph_hash": "...",
-///    "cpu": "x86-64-v3", "cpu_features": ["avx2", "fma", ...], "weights":
+///    "device": "cpu", "cpu": "x86-64-v3", "cpu_features": ["avx2", "fma", ...], "weights":
 ///    "file"|"embedded"|"none", "inputs": [{"dtype": "f32", "sizes": [8, 784]}], "outputs": [...],
 ///    "parameters": [{"name": "fc1.weight", "dtype": "f32", "sizes": [256, 784]}, ...],
 ///    "plan_inputs": [{"input": 0} | {"parameter": 2} | {"none": 0}, ...],
@@ -45,6 +45,8 @@ struct TensorSpec {
 /// results gives, per output, the plan output it is.
 struct Manifest {
   std::string name, kiln_version, graph_hash, cpu;
+  /// Where the kernels run: "cpu" (the CUDA backend adds its device and embedded code).
+  std::string device = "cpu";
   std::string weights = "file";
   /// The instruction-set features the kernels may use (LLVM's names): checked before a run.
   std::vector<std::string> cpu_features;
