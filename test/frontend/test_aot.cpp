@@ -318,7 +318,7 @@ TEST_CASE("aot: a malformed manifest is an error naming what is wrong") {
   bad("\"dtype\": \"f32\"", "\"dtype\": \"f33\"", "is not a dtype");
   bad("[2, 3]", "[2, -3]", "not a non-negative integer");
   bad("kiln.aot/1", "kiln.aot/9", "another kiln version");
-  bad("\"cpu\"", "\"cpx\"", "no \"cpu\"");
+  bad("\"cpu\": ", "\"cpx\": ", "no \"cpu\"");
   bad("\"device\": \"cpu\"", "\"device\": \"tpu\"", "device \"tpu\" is not one this kiln runs");
   CHECK_THROWS_WITH(aot::Manifest::parse("{"), Catch::Contains("bad JSON"));
 }
