@@ -4,12 +4,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <type_traits>
 
 #include "codegen/attention.h"
 #include "codegen/build_plan.h"
 #include "codegen/cache.h"
 #include "codegen/cpu/jit_target.h"
+#include "codegen/cuda/cuda_target.h"
 #include "codegen/lower_group.h"
 #include "codegen/target.h"
 #include "ir/kernel/verifier.h"
@@ -144,9 +146,28 @@ struct Emitted {
   std::string object;
 };
 
+/// $KILN_CHECK_CUDA: an architecture ("sm_90") every compile's kernels are also compiled
+/// for, as CUDA through NVRTC, never loaded; empty: none. The suite runs with it so that every
+/// kernel its graphs generate is compile-tested as CUDA on machines without a GPU.
+const std::string& check_cuda_arch() {
+  static const std::string arch = [] {
+    const char* env = std::getenv("KILN_CHECK_CUDA");
+    return std::string(env != nullptr ? env : "");
+  }();
+  return arch;
+}
+
+/// Compiles the kernels as CUDA for check_cuda_arch(); a failure is a kiln bug.
+void check_cuda(std::span<const ir::kernel::Kernel> kernels, std::span<const Schedule> schedules) {
+  static const cuda::CudaTarget target(check_cuda_arch());
+  Expected<std::string> blob = target.compile(kernels, schedules);
+  if (!blob) KILN_UNREACHABLE("KILN_CHECK_CUDA: " + blob.error().message());
+}
+
 /// The object from the on-disk cache, or compiled by the target and stored; then loaded.
 Emitted emit(const Target& target, std::span<const ir::kernel::Kernel> kernels,
              std::span<const Schedule> schedules) {
+  if (!check_cuda_arch().empty() && target.name() != "cuda") check_cuda(kernels, schedules);
   const std::string key = object_key(target, kernels, schedules);
   const DiskCache& cache = DiskCache::global();
   std::optional<std::string> object = cache.load(key);

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "codegen/cuda/cuda_target.h"
+#include "codegen/cuda/nvrtc.h"
 #include "codegen/lower.h"
 #include "codegen/schedule.h"
 #include "ir/dot.h"
@@ -24,7 +26,7 @@ namespace {
 
 constexpr const char* kDumpUsage =
     "usage: kiln dump MODEL|FILE.kir|- [--stage traced|simplified|all|fused|kernels|llvm|plan]\n"
-    "                 [--format kir|dot|mlir]\n"
+    "                 [--device cpu|cuda] [--stage cuda|ptx] [--format kir|dot|mlir]\n"
     "                 [-o OUT] [--input SPEC] [--seed N] [--plugin LIB.so --model NAME]\n"
     "  Prints the graphs of one call of MODEL's forward (as kiln::explain traces them), or the\n"
     "  graphs of a .kir file (- for stdin), at a stage of compilation. Graphs are preceded by\n"
@@ -36,11 +38,16 @@ constexpr const char* kDumpUsage =
     "                     llvm (or source): the LLVM IR generated for them (before\n"
     "                     optimisation); plan: the runtime plan's steps and memory plan.\n"
     "                     Each is the lowering pipeline's own stage (codegen/lower.h)\n"
+    "  --device D         cpu (default) or cuda: the lowering for the CUDA target, whose\n"
+    "                     stages add cuda (the CUDA C++ NVRTC compiles, as source does) and\n"
+    "                     ptx (NVRTC's PTX for $KILN_CUDA_ARCH, default sm_90, with ptxas's\n"
+    "                     register and spill report); no GPU is needed\n"
     "  --format F         kir (default), dot (Graphviz) or mlir\n"
     "  -o OUT             write to OUT instead of stdout\n";
 
 struct DumpOptions {
   std::string stage = "traced";
+  std::string device = "cpu";
   std::string format = "kir";
   std::string output;
   std::string file; // a .kir input instead of a model
@@ -111,8 +118,13 @@ void print_graph(std::ostream& os, const ir::Graph& g, const std::string& format
 /// `simplified` are the lowering pipeline's own texts (codegen/lower.h).
 std::optional<CommandError> render(const DumpOptions& o, const Source& src, std::ostream& os) {
   const bool traced = o.stage == "traced" || o.stage == "all";
-  const std::optional<codegen::Stage> stage =
-      o.stage == "all" ? codegen::Stage::simplified : codegen::parse_stage(o.stage);
+  const bool cuda = o.device == "cuda";
+  // On CUDA, `cuda` is the source stage, and `ptx` compiles it.
+  const bool ptx = o.stage == "ptx";
+  const std::optional<codegen::Stage> stage = o.stage == "all" ? codegen::Stage::simplified
+                                              : o.stage == "cuda" || o.stage == "ptx"
+                                                  ? codegen::Stage::source
+                                                  : codegen::parse_stage(o.stage);
   size_t printed = 0;
   auto emit = [&](size_t k, const ir::Graph& g, const char* suffix) {
     // mlir-opt --split-input-file reads one module per `// -----` chunk.
@@ -128,10 +140,16 @@ std::optional<CommandError> render(const DumpOptions& o, const Source& src, std:
     codegen::LowerOptions lo;
     lo.schedule = codegen::parse_schedule_override(codegen::schedule_override_env());
     lo.stop_after = *stage;
+    if (cuda) lo.target = &codegen::cuda::cuda_target();
+    std::string cuda_source;
     if (*stage != codegen::Stage::simplified) {
       os << "// graph " << k << "\n";
       lo.print_stages = {*stage};
       lo.print = [&](codegen::Stage s, const std::string& text) {
+        if (ptx) {
+          cuda_source = text;
+          return;
+        }
         if (s != codegen::Stage::fused) {
           os << text;
           return;
@@ -148,6 +166,19 @@ std::optional<CommandError> render(const DumpOptions& o, const Source& src, std:
       return runtime_error(src.name + " graph " + std::to_string(k) + ": " +
                            lowered.error().message());
     if (*stage == codegen::Stage::simplified) emit(k, *lowered->graph, ": simplified");
+    if (ptx && cuda_source.find("__global__") != std::string::npos) {
+      const codegen::cuda::CudaTarget& target = codegen::cuda::cuda_target();
+      Expected<codegen::cuda::NvrtcOutput> out =
+          codegen::cuda::nvrtc_compile(cuda_source, src.name + ".cu", target.arch());
+      if (!out)
+        return runtime_error(src.name + " graph " + std::to_string(k) + ": " +
+                             out.error().message());
+      for (const codegen::cuda::PtxasReport& r : codegen::cuda::ptxas_reports(out->log))
+        os << "// ptxas " << target.arch() << " " << r.kernel << ": " << r.registers
+           << " registers, " << r.spill_stores << " bytes spill stores, " << r.spill_loads
+           << " bytes spill loads, " << r.stack_bytes << " bytes stack\n";
+      os << out->ptx;
+    }
   }
   return std::nullopt;
 }
@@ -165,6 +196,7 @@ int dump_main(std::span<const std::string_view> args) {
     }
     std::optional<CommandError> err;
     if (flag_value(args, i, "--stage", o.stage, err) ||
+        flag_value(args, i, "--device", o.device, err) ||
         flag_value(args, i, "--format", o.format, err) ||
         flag_value(args, i, "-o", o.output, err)) {
       if (err) return report("dump", *err);
@@ -181,12 +213,19 @@ int dump_main(std::span<const std::string_view> args) {
     }
     return report("dump", usage_error("unknown option '" + std::string(a) + "'"));
   }
+  if (o.device != "cpu" && o.device != "cuda")
+    return report("dump", usage_error("unknown device '" + o.device + "' (expected cpu or cuda)"));
+  if ((o.stage == "cuda" || o.stage == "ptx") && o.device != "cuda")
+    return report("dump", usage_error("--stage " + o.stage + " needs --device cuda"));
+  if (o.stage == "llvm" && o.device == "cuda")
+    return report("dump", usage_error("--stage llvm is the CPU's; on CUDA: cuda or ptx"));
   const bool lowered = o.stage == "fused" || o.stage == "kernels" || o.stage == "llvm" ||
-                       o.stage == "source" || o.stage == "plan";
+                       o.stage == "source" || o.stage == "plan" || o.stage == "cuda" ||
+                       o.stage == "ptx";
   if (o.stage != "traced" && o.stage != "simplified" && o.stage != "all" && !lowered)
     return report("dump", usage_error("unknown stage '" + o.stage +
                                       "' (expected traced, simplified, all, fused, kernels, "
-                                      "llvm or plan)"));
+                                      "llvm, plan, or cuda and ptx with --device cuda)"));
   if (lowered && o.format != "kir")
     return report("dump", usage_error("--stage " + o.stage + " prints text only (no --format)"));
   if (o.format != "kir" && o.format != "dot" && o.format != "mlir")

@@ -1,0 +1,46 @@
+// The CUDA target: kernels as CUDA C++ (codegen/cuda/cuda_source.h) compiled by NVRTC to a
+// cubin for one architecture, with its PTX kept beside it (codegen/cuda/nvrtc.h). Its blobs
+// go into the kernel cache like the CPU's objects, keyed by the architecture and the NVRTC
+// version. Launching them needs the CUDA device runtime, which is not built yet: load() says
+// so, and the pipeline then runs the graph on the interpreter.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "codegen/target.h"
+
+namespace kiln::codegen::cuda {
+
+class CudaTarget final : public Target {
+public:
+  /// Code for `arch` ("sm_90": the H100 and H200).
+  explicit CudaTarget(std::string arch = "sm_90");
+  std::string_view name() const override { return "cuda"; }
+  /// One lane: a thread computes one outer point (the GPU schedule is to come).
+  int vector_bytes() const override { return 4; }
+  std::string identity() const override;
+  std::string source(std::span<const ir::kernel::Kernel> kernels,
+                     std::span<const Schedule> schedules) const override;
+  Expected<std::string> compile(std::span<const ir::kernel::Kernel> kernels,
+                                std::span<const Schedule> schedules) const override;
+  bool check(std::string_view blob) const override;
+  Expected<LoadedCode> load(std::string_view blob,
+                            std::span<const ir::kernel::Kernel> kernels) const override;
+  const std::string& arch() const { return arch_; }
+
+private:
+  std::string arch_;
+};
+
+/// What a CUDA blob holds: "KILNCUDA", then the cubin, the PTX and NVRTC's log, each a
+/// little-endian u64 length and its bytes.
+struct CudaBlob {
+  std::string_view cubin, ptx, log;
+};
+Expected<CudaBlob> split_cuda_blob(std::string_view blob);
+
+/// The target for $KILN_CUDA_ARCH, else sm_90.
+const CudaTarget& cuda_target();
+
+} // namespace kiln::codegen::cuda
