@@ -35,16 +35,24 @@ endif()
 message(STATUS "kiln: libbacktrace ${KILN_HAVE_BACKTRACE}")
 
 # LLVM 22: the CPU JIT (ORC LLJIT). Linked as the one shared libLLVM, which links fast.
-find_package(LLVM REQUIRED CONFIG HINTS /usr/lib/llvm-22/lib/cmake/llvm NO_DEFAULT_PATH)
-if(NOT LLVM_VERSION_MAJOR EQUAL 22)
-  message(FATAL_ERROR "kiln: needs LLVM 22, found ${LLVM_PACKAGE_VERSION} (run scripts/setup)")
-endif()
-message(STATUS "kiln: LLVM ${LLVM_PACKAGE_VERSION} (${LLVM_DIR})")
-separate_arguments(KILN_LLVM_DEFINITIONS NATIVE_COMMAND "${LLVM_DEFINITIONS}")
-if(LLVM_LINK_LLVM_DYLIB)
-  set(KILN_LLVM_LIBRARIES LLVM)
+# KILN_WITH_LLVM=OFF (machines without LLVM 22, such as the GPU machines): no CPU kernels are
+# generated; compiled CPU graphs run on the eager kernels (codegen/cpu/no_llvm.cpp).
+set(KILN_HAVE_LLVM OFF)
+if(KILN_WITH_LLVM)
+  find_package(LLVM REQUIRED CONFIG HINTS /usr/lib/llvm-22/lib/cmake/llvm NO_DEFAULT_PATH)
+  if(NOT LLVM_VERSION_MAJOR EQUAL 22)
+    message(FATAL_ERROR "kiln: needs LLVM 22, found ${LLVM_PACKAGE_VERSION} (run scripts/setup)")
+  endif()
+  set(KILN_HAVE_LLVM ON)
+  message(STATUS "kiln: LLVM ${LLVM_PACKAGE_VERSION} (${LLVM_DIR})")
+  separate_arguments(KILN_LLVM_DEFINITIONS NATIVE_COMMAND "${LLVM_DEFINITIONS}")
+  if(LLVM_LINK_LLVM_DYLIB)
+    set(KILN_LLVM_LIBRARIES LLVM)
+  else()
+    llvm_map_components_to_libnames(KILN_LLVM_LIBRARIES core orcjit native passes target)
+  endif()
 else()
-  llvm_map_components_to_libnames(KILN_LLVM_LIBRARIES core orcjit native passes target)
+  message(STATUS "kiln: LLVM off: CPU graphs run on the eager kernels")
 endif()
 
 # CUDA 13 (the toolkit: NVRTC, cuBLAS; the driver is opened at run time): on when found.

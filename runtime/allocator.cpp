@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/cuda/device.h"
 #include "runtime/error.h"
 
 namespace kiln {
@@ -125,6 +126,7 @@ void empty_cpu_cache() { cpu_allocator().empty(); }
 
 Allocator& allocator_for(Device d) {
   if (d.is_cpu()) return slot(DeviceType::cpu) ? *slot(DeviceType::cpu) : cpu_allocator();
+  if (d.is_cuda() && slot(d.type) == nullptr) cuda::detail::ensure_backend();
   Allocator* a = slot(d.type);
   KILN_CHECK(a != nullptr, "device ", d,
              " is not available: kiln was built or run without its backend");

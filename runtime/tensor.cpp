@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "runtime/cuda/device.h"
 #include "runtime/ops.h"
 #include "runtime/ops/dispatch.h"
 #include "runtime/tracing.h"
@@ -49,7 +50,8 @@ template <typename T> T Tensor::item() const {
 
 template <typename T> std::vector<T> Tensor::to_vector() const {
   HostReadScope read(this, HostRead::to_vector);
-  Tensor c = kiln::to(*this, dtype_of_v<T>).contiguous();
+  const Tensor host = device().is_cpu() ? *this : to(Device::cpu());
+  Tensor c = kiln::to(host, dtype_of_v<T>).contiguous();
   std::vector<T> out(static_cast<size_t>(c.numel()));
   if (out.empty()) return out;
   if constexpr (std::is_same_v<T, bool>) { // std::vector<bool> packs bits
@@ -114,8 +116,23 @@ Tensor Tensor::detach() const {
 Tensor Tensor::to(DType t) const { return kiln::to(*this, t); }
 Tensor Tensor::to(Device d) const {
   if (d == device()) return *this;
-  throw Error(detail::str("to: copies between ", device(), " and ", d,
-                          " need the CUDA backend, which is not loaded"));
+  KILN_CHECK(!is_traced(), "to: moving a traced tensor to ", d, " (not in compiled code yet)");
+  KILN_CHECK(device().is_cpu() || d.is_cpu(), "to: copies from ", device(), " to ", d,
+             " (between two devices) are not built yet");
+  // A device tensor is copied as it lies: the CUDA kernels that would make it contiguous are
+  // not built yet.
+  KILN_CHECK(device().is_cpu() || is_contiguous(), "to: a non-contiguous ", device(),
+             " tensor of shape ", shape_str(sizes()), " (its strides need CUDA kernels)");
+  const Tensor src = device().is_cpu() ? contiguous() : *this;
+  Tensor out = make_tensor(sizes(), dtype(), d);
+  const size_t bytes = static_cast<size_t>(numel() * itemsize());
+  if (bytes > 0) {
+    if (d.is_cuda())
+      cuda::detail::copy_to_device(out.raw_data(), src.raw_data(), bytes, d);
+    else
+      cuda::detail::copy_to_host(out.raw_data(), src.raw_data(), bytes, device());
+  }
+  return out;
 }
 Tensor Tensor::clone() const { return kiln::clone(*this); }
 

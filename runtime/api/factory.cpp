@@ -1,6 +1,7 @@
 // The public factories: empty/zeros/ones/full, arange, rand/randn/randint, *_like, tensor().
 #include <cstring>
 
+#include "runtime/cuda/device.h"
 #include "runtime/ops.h"
 #include "runtime/ops/dispatch.h"
 #include "runtime/tracing.h"
@@ -8,10 +9,16 @@
 namespace kiln {
 namespace {
 
-/// Only CPU tensors can be created until a device backend is loaded.
+/// Factories run on the host: a CUDA tensor is made on the CPU and moved (`.to(device)`) until
+/// the CUDA eager kernels exist.
 void check_device(const TensorOptions& opts, const char* op) {
-  KILN_CHECK(opts.device_.is_cpu(), op, ": creating tensors on ", opts.device_,
-             " needs the CUDA backend, which is not loaded");
+  if (opts.device_.is_cpu()) [[likely]]
+    return;
+  KILN_CHECK(cuda::is_available(), op, ": creating tensors on ", opts.device_, ": ",
+             cuda::unavailable_reason());
+  KILN_CHECK(false, op, ": creating tensors on ", opts.device_,
+             ": kiln has no CUDA eager kernels yet; create it on the CPU and move it with "
+             ".to(kiln::Device::cuda())");
 }
 
 Tensor finish(Tensor t, const TensorOptions& opts) {

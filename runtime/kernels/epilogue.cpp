@@ -121,6 +121,10 @@ std::unique_ptr<PreparedLibraryCall> run_and_prepare(Op op, const Attrs& attrs,
 
 namespace kernels {
 
+#ifndef KILN_HAVE_ONEDNN
+// Without oneDNN no primitive takes the call: the callers run it op by op.
+bool matmul_with_post_ops(std::span<const Tensor>, const Epilogue&, Tensor&) { return false; }
+#else
 bool matmul_with_post_ops(std::span<const Tensor> operands, const Epilogue& ep, Tensor& out) {
   const Tensor& a = operands[0];
   const Tensor& b = operands[1];
@@ -196,6 +200,7 @@ bool matmul_with_post_ops(std::span<const Tensor> operands, const Epilogue& ep, 
   onednn_execute("matmul", *prim, std::move(args), packable ? &b.impl().storage : nullptr);
   return true;
 }
+#endif
 
 } // namespace kernels
 } // namespace kiln
