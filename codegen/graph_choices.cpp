@@ -3,6 +3,7 @@
 #include "codegen/graph_choices.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -19,6 +20,7 @@
 #include "runtime/ops.h"
 #include "runtime/ops/dispatch.h"
 #include "runtime/parallel.h"
+#include "runtime/random.h"
 #include "runtime/static_plan.h"
 
 namespace kiln::codegen {
@@ -73,13 +75,23 @@ std::unique_ptr<ir::Graph> gemm_graph(const ir::Type& a, const ir::Type& b) {
   return g;
 }
 
-/// Normal values in a tensor of t's sizes and strides.
+/// Values in [-1, 1) in a tensor of t's sizes and strides, from a Philox stream of their own:
+/// timing at compile time leaves the user's random stream (default_generator) where it was.
 Tensor random_of(const ir::Type& t) {
   const Shape strides = t.full_strides();
   int64_t extent = 1;
   for (size_t d = 0; d < t.sizes().size(); ++d)
     extent += (t.sizes()[d] - 1) * strides[d];
-  return make_view(randn({extent}), t.sizes(), strides, 0);
+  Tensor values = empty({extent});
+  float* p = values.data_ptr<float>();
+  for (int64_t i = 0; i < extent; i += 4) {
+    const std::array<uint32_t, 4> r =
+        philox4x32_10(static_cast<uint64_t>(i / 4), 0, /*key=*/0x6b696c6e74756e65ULL);
+    for (int64_t j = 0; j < 4 && i + j < extent; ++j)
+      p[i + j] = static_cast<float>(r[static_cast<size_t>(j)] >> 8) * 0x1p-23f - 1.0f;
+  }
+  if (t.dtype() != DType::f32) values = values.to(t.dtype());
+  return make_view(values, t.sizes(), strides, 0);
 }
 
 /// g lowered for `target` and run from a static plan on `inputs`, as max_autotune runs it;

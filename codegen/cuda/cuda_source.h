@@ -9,6 +9,11 @@
 // and rounded to their dtype after every op, eager NaN and signed-zero semantics for
 // max/min/relu and the reductions, integer arithmetic wrapping, float-to-int conversions
 // saturating with NaN -> 0.
+//
+// The same text also compiles as host C++ (without __CUDACC__): a shim gives the CUDA builtins
+// their device semantics, and each kernel gets `extern "C" void NAME_host(char* const* b,
+// long long n)`, which runs the whole grid on the calling thread. The tests check the CUDA
+// kernels' results against the CPU's that way, on machines without a GPU.
 #pragma once
 
 #include <span>

@@ -184,7 +184,7 @@ TEST_CASE("autotune candidates are valid, distinct, the heuristic's first", "[au
 }
 
 TEST_CASE("every autotune candidate computes what the heuristic's schedule computes",
-          "[autotune]") {
+          "[autotune][llvm]") {
   for (const char* program : kPrograms) {
     const std::vector<Kernel> f32 = kernels_of(program, "f32");
     const std::vector<Kernel> f64 = kernels_of(program, "f64");
@@ -230,7 +230,7 @@ TEST_CASE("every autotune candidate computes what the heuristic's schedule compu
 }
 
 TEST_CASE("streamed stores compute the bits plain stores do, on aligned and unaligned outputs",
-          "[autotune][stream]") {
+          "[autotune][stream][llvm]") {
   for (const char* program : kPrograms)
     for (const Kernel& k : kernels_of(program, "f32")) {
       INFO(k.str());
@@ -284,7 +284,7 @@ TEST_CASE("streamed stores compute the bits plain stores do, on aligned and unal
 }
 
 TEST_CASE("the autotune database answers a second search, and corrupt or foreign entries miss",
-          "[autotune]") {
+          "[autotune][llvm]") {
   kiln::testing::TempDir dir("kiln_autotune");
   codegen::DiskCache db(dir.dir);
   codegen::AutotuneOptions o;
@@ -382,7 +382,7 @@ int64_t count(const ir::Graph& g, Op op) {
 } // namespace
 
 TEST_CASE("matmuls are timed as library calls and generated kernels, the choice kept",
-          "[autotune]") {
+          "[autotune][llvm][onednn]") {
   kiln::testing::TempDir dir("kiln_autotune_gemm");
   codegen::DiskCache db(dir.dir);
   codegen::AutotuneOptions o;
@@ -461,7 +461,7 @@ std::unique_ptr<ir::Graph> split_graph() { return parse(kSplits); }
 } // namespace
 
 TEST_CASE("reductions over long rows are timed whole and split, and either form is exact enough",
-          "[autotune]") {
+          "[autotune][llvm]") {
   kiln::testing::TempDir dir("kiln_autotune_split");
   codegen::DiskCache db(dir.dir);
   codegen::AutotuneOptions o;

@@ -47,7 +47,7 @@ int64_t compile_and_check(const Tensor& x) {
 
 } // namespace
 
-TEST_CASE("a second compile of the same graph loads its kernels from disk", "[cache]") {
+TEST_CASE("a second compile of the same graph loads its kernels from disk", "[cache][llvm]") {
   REQUIRE(g_private_cache);
   codegen::DiskCache::global().clear();
   manual_seed(11);
@@ -57,7 +57,7 @@ TEST_CASE("a second compile of the same graph loads its kernels from disk", "[ca
   CHECK(compile_and_check(x) == 1);
 }
 
-TEST_CASE("cache keys name the code generator's build", "[cache]") {
+TEST_CASE("cache keys name the code generator's build", "[cache][llvm]") {
   // Without it, a rebuilt code generator would load the objects of the previous build.
   const std::string& id = codegen::build_id();
   CHECK(id.size() >= 16);
@@ -71,7 +71,7 @@ TEST_CASE("cache keys name the code generator's build", "[cache]") {
   CHECK(bytes.find("\nbuild " + id + "\n") != std::string::npos);
 }
 
-TEST_CASE("a corrupt or truncated cache entry is recompiled", "[cache]") {
+TEST_CASE("a corrupt or truncated cache entry is recompiled", "[cache][llvm]") {
   codegen::DiskCache::global().clear();
   manual_seed(12);
   Tensor x = randn({5, 7});
@@ -95,7 +95,7 @@ TEST_CASE("a corrupt or truncated cache entry is recompiled", "[cache]") {
   CHECK(compile_and_check(x) == 1);
 }
 
-TEST_CASE("two processes compiling the same model at once both work", "[cache]") {
+TEST_CASE("two processes compiling the same model at once both work", "[cache][llvm]") {
   codegen::DiskCache::global().clear();
   std::vector<pid_t> children;
   for (int k = 0; k < 3; ++k) {
@@ -128,7 +128,7 @@ TEST_CASE("two processes compiling the same model at once both work", "[cache]")
   CHECK(compile_and_check(x) == 1);
 }
 
-TEST_CASE("kernels index tensors of more than 2^31 elements", "[big]") {
+TEST_CASE("kernels index tensors of more than 2^31 elements", "[big][llvm]") {
   // u8 and bool keep this at about 4 GiB. A 32-bit index would wrap and read element 5.
   const int64_t n = (int64_t{1} << 31) + 17;
   const int64_t probe = (int64_t{1} << 31) + 5;

@@ -44,7 +44,7 @@ Tensor eager(const Tensor& x, const Tensor& w) { return tanh(matmul(softmax(x, 1
 
 } // namespace
 
-TEST_CASE("the pipeline prints its stages in order, and stops where asked", "[lower]") {
+TEST_CASE("the pipeline prints its stages in order, and stops where asked", "[lower][llvm]") {
   std::unique_ptr<ir::Graph> g = graph();
   std::vector<Stage> seen;
   std::vector<std::string> texts;
@@ -86,7 +86,7 @@ TEST_CASE("stage names parse, llvm naming the CPU's source", "[lower]") {
   CHECK(!codegen::parse_stage("traced"));
 }
 
-TEST_CASE("another target plugs into the pipeline", "[lower]") {
+TEST_CASE("another target plugs into the pipeline", "[lower][llvm]") {
   std::unique_ptr<ir::Graph> g = graph();
   manual_seed(5);
   Tensor x = randn({4, 16}), w = randn({16, 8});

@@ -117,7 +117,7 @@ Outcome try_load(const std::string& object) {
 
 } // namespace
 
-TEST_CASE("a generated object passes check_object and links", "[object_check]") {
+TEST_CASE("a generated object passes check_object and links", "[object_check][llvm]") {
   const std::string& o = real_object().object;
   auto ok = check_object(o);
   INFO((ok ? std::string() : ok.error().message()));
@@ -128,7 +128,7 @@ TEST_CASE("a generated object passes check_object and links", "[object_check]") 
   CHECK(section_of_type(o, SHT_RELA) != 0);
 }
 
-TEST_CASE("check_object rejects every truncation of a generated object", "[object_check]") {
+TEST_CASE("check_object rejects every truncation of a generated object", "[object_check][llvm]") {
   const std::string& o = real_object().object;
   for (size_t n = 0; n < o.size(); ++n) {
     INFO("prefix of " << n << " of " << o.size() << " bytes");
@@ -138,7 +138,7 @@ TEST_CASE("check_object rejects every truncation of a generated object", "[objec
   CHECK_FALSE(check_object("not an object file"));
 }
 
-TEST_CASE("targeted damage to a generated object is a clear error", "[object_check]") {
+TEST_CASE("targeted damage to a generated object is a clear error", "[object_check][llvm]") {
   const std::string good = real_object().object;
   const size_t symtab = section_of_type(good, SHT_SYMTAB);
   const size_t rela = section_of_type(good, SHT_RELA);
@@ -320,7 +320,7 @@ TEST_CASE("targeted damage to a generated object is a clear error", "[object_che
   }
 }
 
-TEST_CASE("bit flips anywhere in a generated object never crash the JIT", "[object_check]") {
+TEST_CASE("bit flips anywhere in a generated object never crash the JIT", "[object_check][llvm]") {
   const std::string good = real_object().object;
   const Elf64_Ehdr eh = ehdr(good);
   // Every bit of the structures JITLink reads (the ELF header, the section table, the symbol
@@ -354,7 +354,8 @@ TEST_CASE("bit flips anywhere in a generated object never crash the JIT", "[obje
   CHECK(counts[2] > 0);
 }
 
-TEST_CASE("a cached object that fails check_object is a miss and is recompiled", "[object_check]") {
+TEST_CASE("a cached object that fails check_object is a miss and is recompiled",
+          "[object_check][llvm]") {
   const RealObject& r = real_object();
   std::string bad = r.object;
   put<uint64_t>(bad, offsetof(Elf64_Ehdr, e_shoff), bad.size()); // the section table: gone
@@ -370,7 +371,7 @@ TEST_CASE("a cached object that fails check_object is a miss and is recompiled",
 }
 
 TEST_CASE("bundles of objects split back, and a damaged bundle is a clear error",
-          "[object_check]") {
+          "[object_check][llvm]") {
   const std::string a = "first object", b = "the second";
   const std::string bundle = codegen::cpu::bundle_objects(std::vector<std::string>{a, b});
   Expected<std::vector<std::string_view>> parts = codegen::cpu::split_objects(bundle);

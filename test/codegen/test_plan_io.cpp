@@ -99,7 +99,7 @@ std::vector<Tensor> run(const Plan& plan) {
 
 } // namespace
 
-TEST_CASE("a saved plan loads and runs to the same bits", "[plan_io]") {
+TEST_CASE("a saved plan loads and runs to the same bits", "[plan_io][llvm]") {
   for (const char* way : {"tiled", "unfused"}) {
     INFO("KILN_ATTENTION=" << way);
     const SavedGraph c = lower_graph(way);
@@ -124,7 +124,7 @@ TEST_CASE("a saved plan loads and runs to the same bits", "[plan_io]") {
   }
 }
 
-TEST_CASE("a plan writes its outputs into the caller's buffers", "[plan_io]") {
+TEST_CASE("a plan writes its outputs into the caller's buffers", "[plan_io][llvm]") {
   for (const char* way : {"tiled", "unfused"}) {
     INFO("KILN_ATTENTION=" << way);
     const SavedGraph c = lower_graph(way);
@@ -151,7 +151,7 @@ TEST_CASE("a plan writes its outputs into the caller's buffers", "[plan_io]") {
   }
 }
 
-TEST_CASE("bad plan bytes are an error, never a crash", "[plan_io]") {
+TEST_CASE("bad plan bytes are an error, never a crash", "[plan_io][llvm]") {
   const SavedGraph c = lower_graph("tiled");
   const std::string bytes = save_plan(c.cg.plan);
   const KernelResolver resolve = resolver(c);

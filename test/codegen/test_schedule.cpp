@@ -172,7 +172,8 @@ TEST_CASE("schedule override: the heuristic takes its lanes, grain and threads")
   CHECK_THAT(choose_schedule(k32, 32).str(), !Catch::Contains("threads"));
 }
 
-TEST_CASE("schedule override: every width and thread count computes the same pointwise bits") {
+TEST_CASE("schedule override: every width and thread count computes the same pointwise bits",
+          "[llvm]") {
   // Pointwise math has no order to change: every configuration gives eager's bits.
   manual_seed(3);
   Tensor x = randn({37, 1001}), y = randn({1001});

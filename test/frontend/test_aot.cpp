@@ -108,7 +108,8 @@ std::string create_error(const Opened& lib, const std::string& weights) {
 
 } // namespace
 
-TEST_CASE("aot: the library's output equals eager by the f64 rule, through C and kiln::aot::load") {
+TEST_CASE("aot: the library's output equals eager by the f64 rule, through C and kiln::aot::load",
+          "[llvm]") {
   const Libraries& libs = libraries();
   Reference ref;
   aot::LoadedModel model = aot::load(libs.mlp.string());
@@ -140,7 +141,7 @@ TEST_CASE("aot: the library's output equals eager by the f64 rule, through C and
       m.graph_hash);
 }
 
-TEST_CASE("aot: bad input to run is an error with a message, never a crash") {
+TEST_CASE("aot: bad input to run is an error with a message, never a crash", "[llvm]") {
   Opened lib(libraries().mlp);
   char err[512] = {};
   kiln_model* m = lib.api->create(nullptr, err, sizeof err);
@@ -204,7 +205,8 @@ TEST_CASE("aot: bad input to run is an error with a message, never a crash") {
 }
 
 TEST_CASE("aot: a weights file that is missing, truncated, renamed, reshaped, retyped or of "
-          "another graph is refused") {
+          "another graph is refused",
+          "[llvm]") {
   const Libraries& libs = libraries();
   Opened lib(libs.mlp);
   testing::TempDir tmp("kiln_aot_weights");
@@ -268,7 +270,7 @@ TEST_CASE("aot: a weights file that is missing, truncated, renamed, reshaped, re
   CHECK_THROWS_WITH(aot::load("libm.so.6"), Catch::Contains("not a kiln aot library"));
 }
 
-TEST_CASE("aot: models of one library run at once on several threads") {
+TEST_CASE("aot: models of one library run at once on several threads", "[llvm]") {
   const Libraries& libs = libraries();
   std::vector<aot::LoadedModel> models;
   for (int k = 0; k < 3; ++k)
@@ -323,7 +325,8 @@ TEST_CASE("aot: a malformed manifest is an error naming what is wrong") {
   CHECK_THROWS_WITH(aot::Manifest::parse("{"), Catch::Contains("bad JSON"));
 }
 
-TEST_CASE("aot: a library compiled for a CPU with features this one lacks refuses to create") {
+TEST_CASE("aot: a library compiled for a CPU with features this one lacks refuses to create",
+          "[llvm]") {
   aot::Manifest m;
   m.cpu = "x86-64-v4";
   m.cpu_features = {"avx2", "avx512f", "avx512bw", "cx16"};

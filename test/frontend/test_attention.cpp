@@ -45,7 +45,7 @@ int64_t check_case(const Case& c, Mode mode, const char* way, const Tensor& q, c
 } // namespace
 
 TEST_CASE("compiled attention computes what eager code does, in one step and in three",
-          "[attention]") {
+          "[attention][llvm]") {
   // Blocks of 16 query rows: several blocks, a partial last one, and (causal) skipped keys.
   ScopedEnv block("KILN_ATTENTION_BLOCK", "16");
   const std::vector<Case> cases = {
@@ -82,7 +82,7 @@ TEST_CASE("compiled attention computes what eager code does, in one step and in 
 }
 
 TEST_CASE("skipped key blocks change nothing where eager code would see a non-finite value",
-          "[attention]") {
+          "[attention][llvm]") {
   ScopedEnv block("KILN_ATTENTION_BLOCK", "16");
   const Case c{"causal", {1, 2, 64, 16}, {1, 2, 64, 16}, {1, 2, 64, 16}, true};
   manual_seed(6);
@@ -100,7 +100,8 @@ TEST_CASE("skipped key blocks change nothing where eager code would see a non-fi
   CHECK(std::isnan(eager.select(1, 0).select(1, 0).select(0, 0).sum().item<double>()));
 }
 
-TEST_CASE("explain() and KILN_LOGS=attention say how each attention site runs", "[attention]") {
+TEST_CASE("explain() and KILN_LOGS=attention say how each attention site runs",
+          "[attention][llvm]") {
   manual_seed(8);
   const Tensor q = randn({2, 2, 48, 8}), k = randn({2, 2, 48, 8}), v = randn({2, 2, 48, 8});
   auto fn = [](const Tensor& q_, const Tensor& k_, const Tensor& v_) {

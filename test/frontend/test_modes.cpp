@@ -104,7 +104,7 @@ Tensor kernels_and_views(const Tensor& x, const Tensor& y) {
 
 } // namespace
 
-TEST_CASE("modes: a reduce_overhead replay allocates nothing beyond its outputs") {
+TEST_CASE("modes: a reduce_overhead replay allocates nothing beyond its outputs", "[llvm]") {
   NoGradGuard no_grad;
   manual_seed(1);
   Tensor x = randn({24, 16}), y = randn({16, 24});
@@ -145,7 +145,8 @@ TEST_CASE("modes: a reduce_overhead replay allocates nothing beyond its outputs"
   }
 }
 
-TEST_CASE("modes: library calls are prepared once, and only the library allocates inside them") {
+TEST_CASE("modes: library calls are prepared once, and only the library allocates inside them",
+          "[llvm][onednn]") {
   NoGradGuard no_grad;
   manual_seed(2);
   nn::Sequential mlp;
@@ -230,7 +231,7 @@ TEST_CASE("modes: a guard failure under reduce_overhead re-plans and stays corre
   REQUIRE(st.replays == 18 - 3);
 }
 
-TEST_CASE("modes: static outputs are overwritten by the next call of their entry") {
+TEST_CASE("modes: static outputs are overwritten by the next call of their entry", "[llvm]") {
   NoGradGuard no_grad;
   auto fn = [](const Tensor& a) { return (a * 3).tanh(); };
   manual_seed(5);
@@ -280,8 +281,8 @@ TEST_CASE("modes: the profile splits a replay into guards, setup and kernels") {
   REQUIRE(g.stats().profile.calls == 0);
 }
 
-TEST_CASE(
-    "modes: max_autotune tunes, plans statically, and a 1 ms budget still gives a valid plan") {
+TEST_CASE("modes: max_autotune tunes, plans statically, and a 1 ms budget still gives a valid plan",
+          "[llvm]") {
   NoGradGuard no_grad;
   manual_seed(7);
   Tensor x = randn({24, 16}), y = randn({16, 24});

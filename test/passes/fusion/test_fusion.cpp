@@ -36,20 +36,20 @@ template <typename F, typename... T> int64_t check_kernels(F f, const T&... args
 
 } // namespace
 
-TEST_CASE("softmax over the last dim is one kernel", "[fusion]") {
+TEST_CASE("softmax over the last dim is one kernel", "[fusion][llvm]") {
   manual_seed(1);
   Tensor x = randn({64, 1000});
   CHECK(check_kernels([](const Tensor& a) { return softmax(a, -1); }, x) == 1);
   CHECK(check_kernels([](const Tensor& a) { return log_softmax(a, -1); }, x) == 1);
 }
 
-TEST_CASE("softmax over a leading dim is one kernel", "[fusion]") {
+TEST_CASE("softmax over a leading dim is one kernel", "[fusion][llvm]") {
   manual_seed(2);
   Tensor x = randn({33, 17});
   CHECK(check_kernels([](const Tensor& a) { return softmax(a, 0); }, x) == 1);
 }
 
-TEST_CASE("layer_norm over the last dim is one kernel", "[fusion]") {
+TEST_CASE("layer_norm over the last dim is one kernel", "[fusion][llvm]") {
   manual_seed(3);
   Tensor x = randn({8, 7, 384}), w = randn({384}), b = randn({384});
   CHECK(check_kernels([](const Tensor& a, const Tensor& w_,
@@ -57,14 +57,15 @@ TEST_CASE("layer_norm over the last dim is one kernel", "[fusion]") {
                       x, w, b) == 1);
 }
 
-TEST_CASE("a GELU chain is one kernel", "[fusion]") {
+TEST_CASE("a GELU chain is one kernel", "[fusion][llvm]") {
   manual_seed(4);
   Tensor x = randn({1023});
   CHECK(check_kernels([](const Tensor& a) { return gelu(a * 2 + 1, "tanh") * a; }, x) == 1);
   CHECK(check_kernels([](const Tensor& a) { return gelu(a, "none") - a; }, x) == 1);
 }
 
-TEST_CASE("a residual MLP block is two library calls with their epilogues", "[fusion]") {
+TEST_CASE("a residual MLP block is two library calls with their epilogues",
+          "[fusion][llvm][onednn]") {
   manual_seed(5);
   Tensor x = randn({16, 64}), w1 = randn({128, 64}), b1 = randn({128}), w2 = randn({64, 128}),
          b2 = randn({64});
@@ -77,7 +78,8 @@ TEST_CASE("a residual MLP block is two library calls with their epilogues", "[fu
   CHECK(check_kernels(block, x) == (library_epilogues_available() ? 3 : 4));
 }
 
-TEST_CASE("every epilogue form after a matmul joins the library call", "[fusion][epilogue]") {
+TEST_CASE("every epilogue form after a matmul joins the library call",
+          "[fusion][epilogue][llvm][onednn]") {
   manual_seed(8);
   Tensor x = randn({4, 6, 32}), w = randn({24, 32}), b = randn({24}), r = randn({4, 6, 24});
   Tensor q = randn({2, 3, 5, 16}), k = randn({2, 3, 7, 16});
@@ -104,7 +106,8 @@ TEST_CASE("every epilogue form after a matmul joins the library call", "[fusion]
             q, k) == one);
 }
 
-TEST_CASE("a conv2d takes activations and constants as post-ops", "[fusion][epilogue]") {
+TEST_CASE("a conv2d takes activations and constants as post-ops",
+          "[fusion][epilogue][llvm][onednn]") {
   manual_seed(13);
   nn::Conv2d conv(3, 8, 3, 1, 1), conv64(3, 8, 3, 1, 1);
   conv64.load_state_dict(conv.state_dict());
@@ -196,7 +199,7 @@ TEST_CASE("an epilogue stops where an intermediate is read elsewhere", "[fusion]
 }
 
 TEST_CASE("a sum of two products joins one call and the other ends before it",
-          "[fusion][epilogue]") {
+          "[fusion][epilogue][llvm][onednn]") {
   // Two experts weighted by strided gate columns and summed: the add reads both calls'
   // results, so only one may own it (owning it twice made a cycle between the steps).
   manual_seed(11);
@@ -216,7 +219,7 @@ TEST_CASE("a sum of two products joins one call and the other ends before it",
   CHECK(c.stats().kernels == 3);
 }
 
-TEST_CASE("pointwise chains over views and broadcasts fuse", "[fusion]") {
+TEST_CASE("pointwise chains over views and broadcasts fuse", "[fusion][llvm]") {
   manual_seed(6);
   Tensor x = randn({37, 19}), y = randn({19});
   CHECK(check_kernels([](const Tensor& a, const Tensor& b) { return (a.t() * 2).t() + b; }, x, y) ==
@@ -236,7 +239,8 @@ TEST_CASE("without fusion each op is its own kernel", "[fusion]") {
   CHECK(c.stats().kernels > 3);
 }
 
-TEST_CASE("a long row sum keeps several vector accumulators folded in a fixed order", "[fusion]") {
+TEST_CASE("a long row sum keeps several vector accumulators folded in a fixed order",
+          "[fusion][llvm]") {
   // The schedule of a sum over a unit-stride row of 4099: inner vector code, lanes x 4
   // accumulators (the unroll), a scalar tail of 4099 mod (lanes x 4), then the accumulators
   // folded lane 0 first. Emulating exactly that order gives the compiled result bit for
