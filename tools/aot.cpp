@@ -147,8 +147,14 @@ aot::Manifest make_manifest(const Captured& c, const AotOptions& o,
   m.graph_hash = hex(ir::structural_hash(*c.compiled->graph));
   m.cpu = o.cpu == "native" ? target.cpu : o.cpu;
   m.cpu_features = codegen::cpu::cpu_features(target);
-  for (const Tensor& t : c.args)
+  for (const Tensor& t : c.args) {
+    // The caller passes contiguous data; the kernels index it with the traced strides.
+    if (!t.is_contiguous())
+      throw Error::without_location(
+          "input " + std::to_string(m.inputs.size()) +
+          " was traced with strides of its own: a library's inputs are contiguous");
     m.inputs.push_back({"", t.dtype(), t.sizes()});
+  }
   for (const Tensor& t : c.results)
     m.outputs.push_back({"", t.dtype(), t.sizes()});
   for (const aot::TensorSpec& t : m.inputs)
@@ -168,6 +174,12 @@ aot::Manifest make_manifest(const Captured& c, const AotOptions& o,
       auto [it, fresh] = parameter_of.try_emplace(name, m.parameters.size());
       if (fresh) {
         Tensor t(b.captured);
+        // The kernels index it with the strides it was traced with; a weights file holds it
+        // contiguous.
+        if (!t.is_contiguous())
+          throw Error::without_location("the forward reads " + name +
+                                        ", which is not contiguous: a library's weights are "
+                                        "(make it contiguous in the model)");
         m.parameters.push_back({name, t.dtype(), t.sizes()});
         weights.emplace(name, t);
       }
