@@ -166,18 +166,21 @@ namespace {
 /// The eager kernels run on the host: an op on a CUDA tensor (an operand, or a result placed
 /// on CUDA) is an error until the CUDA kernels exist, never a host read of device memory.
 void check_host_kernels(const OpSchema& s, std::span<const Tensor> inputs,
-                        std::span<const TensorMeta> metas) {
+                        std::span<const TensorMeta> metas, std::span<const Tensor> out) {
   auto on_device = [](Device d) { return !d.is_cpu(); };
   bool device = false;
   for (const Tensor& t : inputs)
+    device = device || (t.defined() && on_device(t.device()));
+  for (const Tensor& t : out)
     device = device || (t.defined() && on_device(t.device()));
   for (const TensorMeta& m : metas)
     device = device || on_device(m.device);
   if (!device) [[likely]]
     return;
   std::string where;
-  for (const Tensor& t : inputs)
-    if (t.defined()) where += (where.empty() ? "" : ", ") + t.device().str();
+  for (std::span<const Tensor> ts : {inputs, out})
+    for (const Tensor& t : ts)
+      if (t.defined()) where += (where.empty() ? "" : ", ") + t.device().str();
   throw Error(detail::str(s.name, ": operands on ", where.empty() ? "cuda" : where,
                           ": kiln has no CUDA eager kernels yet; move the tensors to the CPU "
                           "(.to(kiln::Device::cpu()))"));
@@ -194,7 +197,7 @@ std::vector<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const Attrs&
   KILN_ASSERT(static_cast<int>(metas.size()) == s.num_outputs, s.name, ": inference gave ",
               metas.size(), " outputs");
   std::vector<Tensor> results(metas.size());
-  if (s.kind != OpKind::view) check_host_kernels(s, inputs, metas);
+  if (s.kind != OpKind::view) check_host_kernels(s, inputs, metas, out);
   if (s.kind == OpKind::view) {
     KILN_ASSERT(out.empty(), "view ops take no out= tensors");
     s.kernel(inputs, attrs, results);

@@ -48,5 +48,6 @@ TEST_CASE("cuda: tensors go to the device and back, from the caching allocator",
   CHECK_THAT(cuda::memory_summary(), Catch::Contains("kiln CUDA memory summary, device cuda:0"));
   Tensor d = ones({3}).to(Device::cuda(0));
   CHECK_THROWS_WITH(d + d, Catch::Contains("no CUDA eager kernels yet"));
+  CHECK_THROWS_WITH(d.copy_(ones({3})), Catch::Contains("no CUDA eager kernels yet"));
   cuda::synchronize();
 }
