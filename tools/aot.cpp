@@ -440,10 +440,11 @@ int aot(const AotOptions& o, const ModelArgs& margs) {
   std::string weights_bytes;
   std::map<std::string, std::string> metadata = {{aot::kGraphHashKey, m.graph_hash},
                                                  {"kiln.model", m.name}};
+  // Written into the work directory first: DIR gets the weights only with a library.
+  const fs::path weights_file = work / "weights.safetensors";
   if (!weights.empty()) {
-    const fs::path file = o.embed ? work / "weights.safetensors" : dir / (m.name + ".safetensors");
-    save(weights, file.string(), metadata);
-    if (o.embed) weights_bytes = read_file(file);
+    save(weights, weights_file.string(), metadata);
+    if (o.embed) weights_bytes = read_file(weights_file);
   }
 
   std::vector<fs::path> objects;
@@ -469,6 +470,7 @@ int aot(const AotOptions& o, const ModelArgs& margs) {
   write_file(script, "{ global: kiln_aot_entry; " + data.entry_alias + "; local: *; };\n");
   const fs::path library = dir / ("lib" + m.name + ".so");
   link(objects, script, library);
+  if (!weights.empty() && !o.embed) fs::rename(weights_file, dir / (m.name + ".safetensors"));
   write_file(dir / (m.name + ".h"), header_text(m, id));
   fs::copy_file(aot_header(), dir / "kiln_aot.h", fs::copy_options::overwrite_existing);
 
