@@ -535,6 +535,8 @@ int aot_main(std::span<const std::string_view> args) {
     return aot(o, margs);
   } catch (const Error& e) {
     return report("aot", runtime_error(e.what()));
+  } catch (const std::exception& e) { // the file system's (an unwritable DIR)
+    return report("aot", runtime_error(e.what()));
   }
 }
 
