@@ -243,13 +243,6 @@ void write_file(const fs::path& path, std::string_view bytes) {
   if (!f) throw Error::without_location("can't write " + path.string());
 }
 
-std::string read_file(const fs::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 /// A word for /bin/sh.
 std::string sh_word(const std::string& s) {
   std::string q = "'";
@@ -444,7 +437,8 @@ int aot(const AotOptions& o, const ModelArgs& margs) {
   const fs::path weights_file = work / "weights.safetensors";
   if (!weights.empty()) {
     save(weights, weights_file.string(), metadata);
-    if (o.embed) weights_bytes = read_file(weights_file);
+    if (std::string why; o.embed && !read_text(weights_file.string(), weights_bytes, why))
+      throw Error::without_location("can't read " + weights_file.string() + ": " + why);
   }
 
   std::vector<fs::path> objects;

@@ -111,8 +111,6 @@ static __device__ __forceinline__ kiln_i64 kiln_f2i(double x) {
 }
 )";
 
-bool is_low(DType t) { return t == DType::f16 || t == DType::bf16; }
-bool is_float(DType t) { return is_floating(t); }
 bool is_unsigned(DType t) { return t == DType::u8 || t == DType::bool_; }
 
 /// The C type a value of dtype t is carried in.
@@ -132,7 +130,7 @@ std::string ctype(DType t) {
 }
 /// The C type of a buffer element.
 std::string memtype(DType t) {
-  if (is_low(t)) return "unsigned short";
+  if (is_reduced_float(t)) return "unsigned short";
   if (t == DType::bool_) return "unsigned char";
   return ctype(t);
 }
@@ -144,6 +142,21 @@ std::string utype(DType t) {
   case DType::i32: return "unsigned";
   default: return "kiln_u64";
   }
+}
+
+/// a o b in dtype t: integers wrap (computed unsigned, as C++ leaves signed overflow
+/// undefined).
+std::string wrapped(const std::string& a, const char* o, const std::string& b, DType t) {
+  return "((" + ctype(t) + ")((" + utype(t) + ")" + a + " " + o + " (" + utype(t) + ")" + b + "))";
+}
+
+/// a + b (or a * b: o "*", on bools `bool_o` "&&") in dtype t: floats as they are, bools as
+/// logic, integers wrapping.
+std::string arith(const std::string& a, const char* o, const char* bool_o, const std::string& b,
+                  DType t) {
+  if (is_floating(t)) return "(" + a + " " + o + " " + b + ")";
+  if (t == DType::bool_) return "(" + a + " " + bool_o + " " + b + ")";
+  return wrapped(a, o, b, t);
 }
 
 std::string rounded(const std::string& x, DType t) {
@@ -250,8 +263,8 @@ private:
     }
     case Instr::Kind::constant:
       define(id,
-             is_float(in.dtype) ? float_literal(in.value, in.dtype)
-                                : int_literal(in.ivalue, in.dtype),
+             is_floating(in.dtype) ? float_literal(in.value, in.dtype)
+                                   : int_literal(in.ivalue, in.dtype),
              pad);
       break;
     case Instr::Kind::op: define(id, rounded(op(in), in.dtype), pad); break;
@@ -278,8 +291,8 @@ private:
   std::string cast(const std::string& x, DType from, DType to) {
     if (from == to) return x;
     if (to == DType::bool_) return "(" + x + " != 0)";
-    if (is_float(to)) return rounded("(" + ctype(to) + ")" + x, to);
-    if (is_float(from))
+    if (is_floating(to)) return rounded("(" + ctype(to) + ")" + x, to);
+    if (is_floating(from))
       return "((" + ctype(to) + ")(" + utype(to) + ")(kiln_u64)kiln_f2i((double)" + x + "))";
     return "((" + ctype(to) + ")" + x + ")";
   }
@@ -305,12 +318,12 @@ private:
 
   std::string op(const Instr& in) {
     const DType t = in.dtype;
-    const bool fl = is_float(t);
+    const bool fl = is_floating(t);
     const std::string x = in.args.size() > 0 ? val(in.args[0]) : "";
     const std::string y = in.args.size() > 1 ? val(in.args[1]) : "";
-    const std::string T = ctype(t), U = utype(t);
+    const std::string T = ctype(t);
     auto wrap = [&](const std::string& a, const char* o, const std::string& b) {
-      return "((" + T + ")((" + U + ")" + a + " " + o + " (" + U + ")" + b + "))";
+      return wrapped(a, o, b, t);
     };
     const std::string bits = t == DType::f64 ? "__double_as_longlong" : "__float_as_int";
     switch (in.op) {
@@ -341,15 +354,9 @@ private:
       if (!fl) break;
       return math(in.op, t, x, y);
     case Op::logical_not: return "(!" + x + ")";
-    case Op::add:
-      return fl                  ? "(" + x + " + " + y + ")"
-             : t == DType::bool_ ? "(" + x + " || " + y + ")"
-                                 : wrap(x, "+", y);
+    case Op::add: return arith(x, "+", "||", y, t);
     case Op::sub: return fl ? "(" + x + " - " + y + ")" : wrap(x, "-", y);
-    case Op::mul:
-      return fl                  ? "(" + x + " * " + y + ")"
-             : t == DType::bool_ ? "(" + x + " && " + y + ")"
-                                 : wrap(x, "*", y);
+    case Op::mul: return arith(x, "*", "&&", y, t);
     case Op::div:
       if (!fl) break;
       return "(" + x + " / " + y + ")";
@@ -380,7 +387,7 @@ private:
 
   // ---- reductions ----
   std::string identity(Op o, DType t) {
-    const bool fl = is_float(t);
+    const bool fl = is_floating(t);
     switch (op_traits(o).fold) {
     case OpTraits::Fold::sum:
       return t == DType::bool_ ? "false" : fl ? float_literal(0.0, t) : int_literal(0, t);
@@ -417,7 +424,7 @@ private:
   /// a number (the first NaN is kept; ties keep the first).
   std::string better(bool max, const std::string& x, const std::string& a, DType t) {
     const std::string cmp = max ? "(" + x + " > " + a + ")" : "(" + x + " < " + a + ")";
-    if (!is_float(t)) return cmp;
+    if (!is_floating(t)) return cmp;
     return "(" + a + " == " + a + " && (" + cmp + " || " + x + " != " + x + "))";
   }
 
@@ -436,20 +443,8 @@ private:
     }
     const DType t = in.dtype;
     switch (in.op) {
-    case Op::sum:
-      os_ << pad << a << " = "
-          << (is_float(t)         ? a + " + " + x
-              : t == DType::bool_ ? a + " || " + x
-                                  : wrap_fold(a, "+", x, t))
-          << ";\n";
-      break;
-    case Op::prod:
-      os_ << pad << a << " = "
-          << (is_float(t)         ? a + " * " + x
-              : t == DType::bool_ ? a + " && " + x
-                                  : wrap_fold(a, "*", x, t))
-          << ";\n";
-      break;
+    case Op::sum: os_ << pad << a << " = " << arith(a, "+", "||", x, t) << ";\n"; break;
+    case Op::prod: os_ << pad << a << " = " << arith(a, "*", "&&", x, t) << ";\n"; break;
     case Op::amax:
     case Op::amin:
       os_ << pad << "if (" << better(in.op == Op::amax, x, a, t) << ") " << a << " = " << x
@@ -459,9 +454,6 @@ private:
       throw Error::without_location("CUDA code generator: reduction " +
                                     std::string(op_name(in.op)) + " has no lowering");
     }
-  }
-  static std::string wrap_fold(const std::string& a, const char* o, const std::string& x, DType t) {
-    return "(" + ctype(t) + ")((" + utype(t) + ")" + a + " " + o + " (" + utype(t) + ")" + x + ")";
   }
 
   void loop(const Loop& l) {
