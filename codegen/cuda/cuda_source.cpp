@@ -1,10 +1,12 @@
 // CUDA C++ from the loop IR.
 #include "codegen/cuda/cuda_source.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstdio>
 #include <limits>
 #include <sstream>
+#include <vector>
 
 #include "runtime/half.h"
 #include "runtime/ops/op.h"
@@ -36,17 +38,112 @@ static __device__ __forceinline__ unsigned short kiln_f32_to_f16(float f) {
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
   return h;
 }
+template <typename T> static __device__ __forceinline__ T kiln_shfl_xor(T v, int lane_mask) {
+  return __shfl_xor_sync(0xffffffffu, v, lane_mask);
+}
+static __device__ __forceinline__ bool kiln_shfl_xor(bool v, int lane_mask) {
+  return __shfl_xor_sync(0xffffffffu, (int)v, lane_mask) != 0;
+}
+static __device__ __forceinline__ signed char kiln_shfl_xor(signed char v, int lane_mask) {
+  return (signed char)__shfl_xor_sync(0xffffffffu, (int)v, lane_mask);
+}
+static __device__ __forceinline__ unsigned char kiln_shfl_xor(unsigned char v, int lane_mask) {
+  return (unsigned char)__shfl_xor_sync(0xffffffffu, (unsigned)v, lane_mask);
+}
 #else
-// Compiled as host C++ (the tests run the kernels on the CPU, one thread for the whole grid):
-// the CUDA builtins the kernels use, with the device's semantics.
+// Compiled as host C++ (the tests run the kernels on the CPU): the CUDA builtins the kernels
+// use, with the device's semantics. A grid runs block after block; a block's threads are
+// fibers that each run until the next barrier (__syncthreads, __syncwarp, a shuffle) and
+// yield to the scheduler, which resumes every live thread once per round: the threads pass
+// each barrier together, as long as they all reach it (the generated code reaches its barriers
+// uniformly across a group).
+#include <ucontext.h>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <memory>
+#include <vector>
 #define __global__
 #define __device__
 #define __forceinline__ inline
 #define __launch_bounds__(n)
+#define __shared__ static thread_local
 struct kiln_dim3 { unsigned x; };
-static const kiln_dim3 blockIdx = {0}, threadIdx = {0}, blockDim = {1}, gridDim = {1};
+struct kiln_emu_thread {
+  ucontext_t context;
+  kiln_dim3 index;
+  bool done;
+  int parity; // which of the two exchange rows its next shuffle uses
+  std::unique_ptr<char[]> stack;
+};
+struct kiln_emu_grid {
+  ucontext_t scheduler;
+  kiln_emu_thread* current;
+  kiln_dim3 block, threads, blocks;
+  const std::function<void()>* body;
+  std::vector<unsigned long long> exchange[2]; // a shuffle's values, per thread
+};
+static thread_local kiln_emu_grid kiln_emu;
+#define threadIdx (kiln_emu.current->index)
+#define blockIdx (kiln_emu.block)
+#define blockDim (kiln_emu.threads)
+#define gridDim (kiln_emu.blocks)
+static inline void kiln_emu_yield() {
+  swapcontext(&kiln_emu.current->context, &kiln_emu.scheduler);
+}
+static inline void __syncthreads() { kiln_emu_yield(); }
+static inline void __syncwarp(unsigned = 0xffffffffu) { kiln_emu_yield(); }
+// Each thread writes its value to its slot of one exchange row, all pass the barrier, each
+// reads its partner's slot. Shuffles alternate between two rows, so a thread's next write
+// cannot meet a partner's read of the row before: a barrier lies between them.
+template <typename T> static inline T kiln_shfl_xor(T v, int lane_mask) {
+  kiln_emu_thread* self = kiln_emu.current;
+  std::vector<unsigned long long>& row = kiln_emu.exchange[self->parity];
+  self->parity ^= 1;
+  std::memcpy(&row[self->index.x], &v, sizeof v);
+  kiln_emu_yield();
+  T partner;
+  std::memcpy(&partner, &row[self->index.x ^ static_cast<unsigned>(lane_mask)], sizeof partner);
+  return partner;
+}
+static void kiln_emu_start() {
+  (*kiln_emu.body)();
+  kiln_emu.current->done = true; // returns to the scheduler through uc_link
+}
+static void kiln_emu_launch(unsigned blocks, unsigned threads, const std::function<void()>& body) {
+  constexpr size_t stack_bytes = 64 << 10;
+  kiln_emu.blocks.x = blocks;
+  kiln_emu.threads.x = threads;
+  kiln_emu.body = &body;
+  kiln_emu.exchange[0].assign(threads, 0);
+  kiln_emu.exchange[1].assign(threads, 0);
+  std::vector<kiln_emu_thread> team(threads);
+  for (kiln_emu_thread& t : team)
+    t.stack.reset(new char[stack_bytes]);
+  for (unsigned b = 0; b < blocks; ++b) {
+    kiln_emu.block.x = b;
+    for (unsigned i = 0; i < threads; ++i) {
+      kiln_emu_thread& t = team[i];
+      t.index.x = i;
+      t.done = false;
+      t.parity = 0;
+      getcontext(&t.context);
+      t.context.uc_stack.ss_sp = t.stack.get();
+      t.context.uc_stack.ss_size = stack_bytes;
+      t.context.uc_link = &kiln_emu.scheduler;
+      makecontext(&t.context, kiln_emu_start, 0);
+    }
+    for (bool live = true; live;) {
+      live = false;
+      for (kiln_emu_thread& t : team) {
+        if (t.done) continue;
+        kiln_emu.current = &t;
+        swapcontext(&kiln_emu.scheduler, &t.context);
+        live = live || !t.done;
+      }
+    }
+  }
+}
 template <typename To, typename From> static inline To kiln_bits(From f) {
   To t;
   std::memcpy(&t, &f, sizeof t);
@@ -208,17 +305,27 @@ std::string index_expr(const Index& idx) {
 
 class Emitter {
 public:
-  Emitter(const Kernel& k, std::ostream& os) : k_(k), os_(os) {}
+  Emitter(const Kernel& k, const GpuLaunch& launch, std::ostream& os)
+      : k_(k), launch_(launch), os_(os) {}
 
   void run() {
-    os_ << "extern \"C\" __global__ void __launch_bounds__(" << kBlockThreads << ") " << k_.name
+    const int g = launch_.group;
+    os_ << "extern \"C\" __global__ void __launch_bounds__(" << launch_.threads << ") " << k_.name
         << "(";
     for (size_t b = 0; b < k_.buffers.size(); ++b)
       os_ << (k_.buffers[b].output ? "" : "const ") << memtype(k_.buffers[b].dtype) << "* b" << b
           << ", ";
     os_ << "kiln_i64 n) {\n";
-    os_ << "  for (kiln_i64 t = (kiln_i64)blockIdx.x * blockDim.x + threadIdx.x; t < n;\n"
-        << "       t += (kiln_i64)gridDim.x * blockDim.x) {\n";
+    if (g == 1) {
+      os_ << "  for (kiln_i64 t = (kiln_i64)blockIdx.x * blockDim.x + threadIdx.x; t < n;\n"
+          << "       t += (kiln_i64)gridDim.x * blockDim.x) {\n";
+    } else {
+      // A group of g threads per point: `lane` is a thread's place in its group.
+      const std::string per = std::to_string(launch_.points_per_block()) + "LL";
+      os_ << "  const unsigned lane = threadIdx.x % " << g << "u;\n"
+          << "  for (kiln_i64 t = (kiln_i64)blockIdx.x * " << per << " + threadIdx.x / " << g
+          << "u; t < n;\n       t += (kiln_i64)gridDim.x * " << per << ") {\n";
+    }
     const int n_outer = static_cast<int>(k_.outer.size());
     os_ << "    kiln_i64 q = t;\n";
     for (int d = n_outer - 1; d >= 0; --d) {
@@ -229,27 +336,58 @@ public:
         os_ << "    const kiln_i64 " << var(d) << " = q;\n";
     }
     os_ << "    (void)q;\n";
-    for (const ir::kernel::Item& it : k_.items) {
-      if (it.instr >= 0)
-        instr(it.instr, "    ");
-      else
+    for (size_t i = 0; i < k_.items.size(); ++i) {
+      const ir::kernel::Item& it = k_.items[i];
+      if (it.instr >= 0) {
+        // Every thread of a group holds the point's outer-level values; one stores them.
+        const bool store = at(it.instr).kind == Instr::Kind::store;
+        instr(it.instr, "    ", g > 1 && store ? "if (lane == 0) " : "");
+      } else {
         loop(k_.loops[static_cast<size_t>(it.loop)]);
+      }
+      // What one thread of a group stored, another may load further on.
+      if (g > 1 && loaded_later(i)) os_ << "    " << sync() << ";\n";
     }
     os_ << "  }\n}\n";
     // Host C++ only: the kernel behind one signature, for the tests that run it on the CPU.
     os_ << "#ifndef __CUDACC__\nextern \"C\" void " << k_.name
-        << "_host(char* const* b, kiln_i64 n) {\n  " << k_.name << "(";
+        << "_host(char* const* b, kiln_i64 n, unsigned blocks) {\n  kiln_emu_launch(blocks, "
+        << launch_.threads << "u, [&] {\n    " << k_.name << "(";
     for (size_t b = 0; b < k_.buffers.size(); ++b)
       os_ << "(" << (k_.buffers[b].output ? "" : "const ") << memtype(k_.buffers[b].dtype) << "*)b["
           << b << "], ";
-    os_ << "n);\n}\n#endif\n\n";
+    os_ << "n);\n  });\n}\n#endif\n\n";
   }
 
 private:
   const Instr& at(int id) const { return k_.instrs[static_cast<size_t>(id)]; }
   DType dtype_of(int id) const { return at(id).dtype; }
 
-  void instr(int id, const std::string& pad) {
+  /// The instructions of item i.
+  std::vector<int> item_instrs(size_t i) const {
+    const ir::kernel::Item& it = k_.items[i];
+    if (it.instr >= 0) return {it.instr};
+    return k_.loops[static_cast<size_t>(it.loop)].body;
+  }
+  /// Whether an item after item i loads a buffer that item i stores.
+  bool loaded_later(size_t i) const {
+    std::vector<bool> stored(k_.buffers.size(), false);
+    bool any = false;
+    for (int id : item_instrs(i))
+      if (at(id).kind == Instr::Kind::store)
+        any = stored[static_cast<size_t>(at(id).buffer)] = true;
+    for (size_t later = i + 1; any && later < k_.items.size(); ++later)
+      for (int id : item_instrs(later))
+        if (at(id).kind == Instr::Kind::load && stored[static_cast<size_t>(at(id).buffer)])
+          return true;
+    return false;
+  }
+
+  /// The barrier of a group: the warp's or the block's.
+  std::string sync() const { return launch_.group == 32 ? "__syncwarp()" : "__syncthreads()"; }
+
+  /// Emits instruction id; a store behind `guard` ("if (lane == 0) ").
+  void instr(int id, const std::string& pad, const std::string& guard = "") {
     const Instr& in = at(id);
     switch (in.kind) {
     case Instr::Kind::load: {
@@ -277,7 +415,8 @@ private:
       if (t == DType::f16) v = "kiln_f32_to_f16(" + v + ")";
       if (t == DType::bf16) v = "kiln_f32_to_bf16(" + v + ")";
       if (t == DType::bool_) v = "(unsigned char)" + v;
-      os_ << pad << "b" << in.buffer << "[" << index_expr(in.index) << "] = " << v << ";\n";
+      os_ << pad << guard << "b" << in.buffer << "[" << index_expr(in.index) << "] = " << v
+          << ";\n";
       break;
     }
     case Instr::Kind::reduce: fold(id, pad); break;
@@ -456,9 +595,69 @@ private:
     }
   }
 
+  /// Folds the partial result `y` (with its index `iy`, for argmax/argmin) of another
+  /// thread into reduction id's accumulator. Sums and products in any order; max/min keep a
+  /// NaN; argmax/argmin take the lower index among equals (and among NaNs), as the
+  /// sequential fold's first one.
+  void combine(int id, const std::string& y, const std::string& iy, const std::string& pad) {
+    const Instr& in = at(id);
+    const OpTraits tr = op_traits(in.op);
+    const std::string a = acc(id);
+    if (tr.arg) {
+      const DType xt = dtype_of(in.args[0]);
+      const std::string i = arg_index(id);
+      std::string take = better(tr.fold == OpTraits::Fold::max, y, a, xt) + " || (" + y +
+                         " == " + a + " && " + iy + " < " + i + ")";
+      if (is_floating(xt))
+        take += " || (" + a + " != " + a + " && " + y + " != " + y + " && " + iy + " < " + i + ")";
+      os_ << pad << "if (" << take << ") { " << a << " = " << y << "; " << i << " = " << iy
+          << "; }\n";
+      return;
+    }
+    const DType t = in.dtype;
+    switch (in.op) {
+    case Op::sum: os_ << pad << a << " = " << arith(a, "+", "||", y, t) << ";\n"; break;
+    case Op::prod: os_ << pad << a << " = " << arith(a, "*", "&&", y, t) << ";\n"; break;
+    default:
+      os_ << pad << "if (" << better(in.op == Op::amax, y, a, t) << ") " << a << " = " << y
+          << ";\n";
+      break;
+    }
+  }
+
+  /// Combines reduction id's accumulators across the group: a butterfly of warp shuffles
+  /// (every lane ends with the warp's result), then, for a block, each warp's result through
+  /// shared memory, folded by every thread in warp order. Every thread ends with the same
+  /// result.
+  void group_combine(int id) {
+    const Instr& in = at(id);
+    const bool arg = op_traits(in.op).arg;
+    const std::string T = ctype(arg ? dtype_of(in.args[0]) : in.dtype);
+    const std::string a = acc(id), i = arg_index(id), sid = std::to_string(id);
+    os_ << "    for (int o = 16; o > 0; o >>= 1) {\n"
+        << "      const " << T << " y = kiln_shfl_xor(" << a << ", o);\n";
+    if (arg) os_ << "      const kiln_i64 iy = kiln_shfl_xor(" << i << ", o);\n";
+    combine(id, "y", "iy", "      ");
+    os_ << "    }\n";
+    if (launch_.group == 32) return;
+    os_ << "    {\n      __shared__ " << T << " s" << sid << "[32];\n";
+    if (arg) os_ << "      __shared__ kiln_i64 si" << sid << "[32];\n";
+    os_ << "      if (threadIdx.x % 32u == 0) {\n        s" << sid << "[threadIdx.x / 32u] = " << a
+        << ";\n";
+    if (arg) os_ << "        si" << sid << "[threadIdx.x / 32u] = " << i << ";\n";
+    os_ << "      }\n      __syncthreads();\n      " << a << " = s" << sid << "[0];\n";
+    if (arg) os_ << "      " << i << " = si" << sid << "[0];\n";
+    os_ << "      for (int w = 1; w < " << launch_.group / 32 << "; ++w) {\n"
+        << "        const " << T << " y = s" << sid << "[w];\n";
+    if (arg) os_ << "        const kiln_i64 iy = si" << sid << "[w];\n";
+    combine(id, "y", "iy", "        ");
+    os_ << "      }\n      __syncthreads();\n    }\n";
+  }
+
   void loop(const Loop& l) {
     const int n_outer = static_cast<int>(k_.outer.size());
     const int m = static_cast<int>(k_.inner.size());
+    const int g = launch_.group;
     // Accumulators, before the loop.
     for (int id : l.body) {
       const Instr& in = at(id);
@@ -470,19 +669,39 @@ private:
     }
     std::string pad = "    ";
     os_ << pad << "{\n";
-    for (int d = 0; d < m; ++d) {
+    if (g == 1) {
+      // Nested loops over the inner variables.
+      for (int d = 0; d < m; ++d) {
+        pad += "  ";
+        os_ << pad << "for (kiln_i64 " << var(n_outer + d) << " = 0; " << var(n_outer + d) << " < "
+            << k_.inner[static_cast<size_t>(d)] << "LL; ++" << var(n_outer + d) << ") {\n";
+      }
+    } else {
+      // The inner points in order, dealt out to the group's threads in turn.
+      int64_t total = 1;
+      for (int64_t e : k_.inner)
+        total *= e;
       pad += "  ";
-      os_ << pad << "for (kiln_i64 " << var(n_outer + d) << " = 0; " << var(n_outer + d) << " < "
-          << k_.inner[static_cast<size_t>(d)] << "LL; ++" << var(n_outer + d) << ") {\n";
+      os_ << pad << "for (kiln_i64 j = lane; j < " << total << "LL; j += " << g << ") {\n"
+          << pad << "  kiln_i64 r = j;\n";
+      for (int d = m - 1; d >= 0; --d) {
+        const std::string e = std::to_string(k_.inner[static_cast<size_t>(d)]) + "LL";
+        os_ << pad << "  const kiln_i64 " << var(n_outer + d) << " = "
+            << (d > 0 ? "r % " + e + ";\n" + pad + "  r /= " + e + ";\n" : "r;\n");
+      }
+      os_ << pad << "  (void)r;\n";
     }
     const std::string body_pad = pad + "  ";
     for (int id : l.body)
       instr(id, body_pad);
-    for (int d = m - 1; d >= 0; --d) {
+    for (int d = (g == 1 ? m : 1) - 1; d >= 0; --d) {
       os_ << pad << "}\n";
       pad.resize(pad.size() - 2);
     }
     os_ << pad << "}\n";
+    if (g > 1)
+      for (int id : l.body)
+        if (at(id).kind == Instr::Kind::reduce) group_combine(id);
     // The loop's results: outer-level values (f16/bf16 rounded once).
     for (int id : l.body) {
       const Instr& in = at(id);
@@ -495,18 +714,56 @@ private:
   }
 
   const Kernel& k_;
+  const GpuLaunch& launch_;
   std::ostream& os_;
 };
 
 } // namespace
 
+int64_t GpuLaunch::blocks(int64_t n) const {
+  const int64_t per = points_per_block();
+  return std::clamp<int64_t>((n + per - 1) / per, 1, kMaxBlocks);
+}
+
+std::string GpuLaunch::str() const {
+  return "threads=" + std::to_string(threads) + " group=" + std::to_string(group);
+}
+
+GpuLaunch gpu_launch(const Kernel& k) {
+  GpuLaunch launch;
+  if (k.inner.empty() || k.loops.empty()) return launch;
+  int64_t inner = 1;
+  for (int64_t e : k.inner)
+    inner *= e;
+  // Loads along the last inner variable: unit-stride ones coalesce across a group's threads.
+  const int last = k.num_vars() - 1;
+  int unit = 0, other = 0;
+  for (const Loop& l : k.loops)
+    for (int id : l.body) {
+      const Instr& in = k.instrs[static_cast<size_t>(id)];
+      if (in.kind != Instr::Kind::load || !in.index.uses(last)) continue;
+      (in.index.affine_in(last) && in.index.coefficient(last) == 1 ? unit : other)++;
+    }
+  const bool rows = (unit > 0 && other == 0) || k.outer_numel() < 4096;
+  if (inner < 64 || !rows) return launch;
+  launch.group = inner <= 1024 ? 32 : launch.threads;
+  return launch;
+}
+
 std::string cuda_source(std::span<const ir::kernel::Kernel> kernels,
-                        std::span<const Schedule> schedules) {
-  (void)schedules; // one thread per outer point for now: the GPU schedule is to come
+                        std::span<const GpuLaunch> launches) {
+  KILN_CHECK(launches.empty() || launches.size() == kernels.size(),
+             "cuda_source: ", launches.size(), " launches for ", kernels.size(), " kernels");
   std::ostringstream os;
   os << kPreamble << "\n";
-  for (const Kernel& k : kernels)
-    Emitter(k, os).run();
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    const GpuLaunch launch = launches.empty() ? gpu_launch(kernels[k]) : launches[k];
+    KILN_CHECK(launch.threads % 32 == 0 && launch.threads > 0 && launch.threads <= 1024 &&
+                   (launch.group == 1 || launch.group == 32 || launch.group == launch.threads),
+               "cuda_source: kernel ", kernels[k].name, " has no such GPU schedule (", launch.str(),
+               ")");
+    Emitter(kernels[k], launch, os).run();
+  }
   return os.str();
 }
 

@@ -29,14 +29,15 @@ std::string CudaTarget::identity() const {
 
 std::string CudaTarget::source(std::span<const ir::kernel::Kernel> kernels,
                                std::span<const Schedule> schedules) const {
-  return cuda_source(kernels, schedules);
+  (void)schedules; // the GPU schedule is gpu_launch()'s, from the kernel
+  return cuda_source(kernels);
 }
 
 Expected<std::string> CudaTarget::compile(std::span<const ir::kernel::Kernel> kernels,
                                           std::span<const Schedule> schedules) const {
   std::string src;
   try {
-    src = cuda_source(kernels, schedules);
+    src = cuda_source(kernels);
   } catch (const Error& e) {
     return Error::without_location(e.message());
   }

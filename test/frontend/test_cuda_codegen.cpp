@@ -194,90 +194,161 @@ double element(const std::vector<char>& bytes, DType t, size_t i) {
   return 0;
 }
 
-/// The relative tolerance between the CUDA kernel (libm's math, a plain multiply-add) and the
-/// CPU's (kiln's polynomials, fused multiply-adds), both scalar and in the same order.
-double tolerance(DType t) {
-  switch (t) {
-  case DType::f64: return 1e-9;
-  case DType::f32: return 2e-5;
-  case DType::f16: return 4e-3;
-  case DType::bf16: return 3e-2;
-  default: return 0;
-  }
+/// The kernel computing in f64 wherever k computes in a floating dtype: the reference of the
+/// f64 rule (runtime/accuracy.h), run on the CPU.
+ir::kernel::Kernel as_f64(ir::kernel::Kernel k) {
+  for (ir::kernel::Buffer& b : k.buffers)
+    if (is_floating(b.dtype)) b.dtype = DType::f64;
+  for (ir::kernel::Instr& in : k.instrs)
+    if (is_floating(in.dtype)) in.dtype = DType::f64;
+  k.name += "_f64";
+  return k;
 }
 
-/// Runs every kernel of `text` (loop IR with schedule lines) both ways on the same inputs and
-/// checks the outputs agree.
+/// Buffer b of `from` (bytes of dtype `was`) as f64 values, or their magnitudes.
+std::vector<char> f64_bytes(const std::vector<char>& from, DType was, bool magnitude) {
+  const size_t n = from.size() / static_cast<size_t>(itemsize(was));
+  std::vector<char> out(n * sizeof(double));
+  for (size_t i = 0; i < n; ++i) {
+    const double v = element(from, was, i);
+    const double m = magnitude ? std::abs(v) : v;
+    std::memcpy(out.data() + i * sizeof(double), &m, sizeof m);
+  }
+  return out;
+}
+
+/// A one-dimensional tensor of the bytes.
+Tensor tensor_of(const std::vector<char>& bytes, DType t) {
+  Tensor x = empty({static_cast<int64_t>(bytes.size()) / itemsize(t)}, TensorOptions().dtype(t));
+  if (!bytes.empty()) std::memcpy(x.raw_data(), bytes.data(), bytes.size());
+  return x;
+}
+
+/// A host C++ build of CUDA source: its NAME_host entries.
+class HostCuda {
+public:
+  HostCuda(const std::string& source, const std::string& what) : tmp_("kiln_cuda_host") {
+    {
+      std::ofstream f(tmp_.file("kernels.cpp"));
+      f << source;
+    }
+    const std::string cmd = "c++ -std=c++17 -O1 -shared -fPIC -o " + tmp_.file("kernels.so") + " " +
+                            tmp_.file("kernels.cpp") + " > " + tmp_.file("cc.log") + " 2>&1";
+    if (std::system(cmd.c_str()) != 0) {
+      std::ifstream log(tmp_.file("cc.log"));
+      FAIL(what << ": the host build of the CUDA source fails\n"
+                << std::string(std::istreambuf_iterator<char>(log), {}));
+    }
+    lib_ = dlopen(tmp_.file("kernels.so").c_str(), RTLD_NOW | RTLD_LOCAL);
+    REQUIRE(lib_ != nullptr);
+  }
+  ~HostCuda() {
+    if (lib_ != nullptr) dlclose(lib_);
+  }
+  using Entry = void (*)(char* const*, long long, unsigned);
+  Entry entry(const std::string& kernel) const {
+    auto e = reinterpret_cast<Entry>(dlsym(lib_, (kernel + "_host").c_str()));
+    REQUIRE(e != nullptr);
+    return e;
+  }
+
+private:
+  testing::TempDir tmp_;
+  void* lib_ = nullptr;
+};
+
+/// The GPU schedules a kernel is run under: a thread per point, and for kernels with inner
+/// loops a warp and a block per point too, besides the heuristic's.
+std::vector<codegen::cuda::GpuLaunch> launch_forms(const ir::kernel::Kernel& k) {
+  std::vector<codegen::cuda::GpuLaunch> forms{{256, 1}};
+  if (!k.loops.empty()) forms.insert(forms.end(), {{256, 32}, {128, 128}, {64, 1}});
+  return forms;
+}
+
+/// Runs every kernel of `text` (loop IR with schedule lines) as CUDA C++ on the host, under
+/// every form of launch_forms, and checks each output against the CPU's scalar kernel by the
+/// f64 rule: the same kernel in f64 is the reference, on |inputs| the magnitude. The grid is
+/// cut to at most 7 blocks, so the groups also stride over the points.
 void check_host_cuda(const std::string& text, const std::string& what) {
   INFO(what);
   Expected<std::vector<ir::kernel::ParsedKernel>> parsed = ir::kernel::parse_kernels(text);
   REQUIRE(parsed);
   if (parsed->empty()) return;
-  std::vector<ir::kernel::Kernel> kernels;
+  std::vector<ir::kernel::Kernel> kernels, cpu_kernels;
   std::vector<codegen::Schedule> scalar;
   codegen::ScheduleOverride one;
   one.lanes = 1;
   one.threads = 1;
   for (const ir::kernel::ParsedKernel& pk : *parsed) {
     kernels.push_back(pk.kernel);
-    scalar.push_back(codegen::choose_schedule(pk.kernel, 4, one));
+    cpu_kernels.push_back(pk.kernel);
+    cpu_kernels.push_back(as_f64(pk.kernel));
   }
-  // The CUDA source as host C++, built by the system's compiler.
-  testing::TempDir tmp("kiln_cuda_host");
-  {
-    std::ofstream f(tmp.file("kernels.cpp"));
-    f << codegen::cuda::cuda_source(kernels, scalar);
-  }
-  const std::string cmd = "c++ -std=c++17 -O1 -shared -fPIC -o " + tmp.file("kernels.so") + " " +
-                          tmp.file("kernels.cpp") + " > " + tmp.file("cc.log") + " 2>&1";
-  if (std::system(cmd.c_str()) != 0) {
-    std::ifstream log(tmp.file("cc.log"));
-    FAIL(std::string(std::istreambuf_iterator<char>(log), {}));
-  }
-  void* lib = dlopen(tmp.file("kernels.so").c_str(), RTLD_NOW | RTLD_LOCAL);
-  REQUIRE(lib != nullptr);
-  // The CPU kernels, scalar: the same order of operations.
-  const std::string object = codegen::cpu::compile_kernels(kernels, scalar, "reference");
+  for (const ir::kernel::Kernel& k : cpu_kernels)
+    scalar.push_back(codegen::choose_schedule(k, 4, one));
+  const std::string object = codegen::cpu::compile_kernels(cpu_kernels, scalar, "reference");
   std::shared_ptr<codegen::cpu::JitLibrary> jit = codegen::cpu::load_object(object, "reference");
+  // Each launch form's source, built once for all kernels (a kernel with fewer forms repeats
+  // its first).
+  size_t forms = 0;
+  for (const ir::kernel::Kernel& k : kernels)
+    forms = std::max(forms, launch_forms(k).size());
+  std::vector<std::unique_ptr<HostCuda>> builds;
+  std::vector<std::vector<codegen::cuda::GpuLaunch>> launches(forms);
+  for (size_t f = 0; f < forms; ++f) {
+    for (const ir::kernel::Kernel& k : kernels) {
+      const std::vector<codegen::cuda::GpuLaunch> all = launch_forms(k);
+      launches[f].push_back(f < all.size() ? all[f] : all[0]);
+    }
+    builds.push_back(
+        std::make_unique<HostCuda>(codegen::cuda::cuda_source(kernels, launches[f]), what));
+  }
   for (size_t k = 0; k < kernels.size(); ++k) {
     const ir::kernel::Kernel& kernel = kernels[k];
     INFO("kernel " << kernel.name << "\n" << kernel.str());
-    std::vector<std::vector<char>> cpu, gpu;
+    std::vector<std::vector<char>> eager, ref, mag;
     for (size_t b = 0; b < kernel.buffers.size(); ++b) {
-      cpu.push_back(buffer_bytes(kernel.buffers[b], b));
-      gpu.push_back(cpu.back());
+      const ir::kernel::Buffer& buf = kernel.buffers[b];
+      eager.push_back(buffer_bytes(buf, b));
+      const bool fl = is_floating(buf.dtype);
+      ref.push_back(fl ? f64_bytes(eager.back(), buf.dtype, false) : eager.back());
+      mag.push_back(fl ? f64_bytes(eager.back(), buf.dtype, true) : eager.back());
     }
-    std::vector<char*> cpu_ptrs, gpu_ptrs;
-    for (size_t b = 0; b < cpu.size(); ++b) {
-      cpu_ptrs.push_back(cpu[b].data());
-      gpu_ptrs.push_back(gpu[b].data());
-    }
-    auto entry = reinterpret_cast<KernelEntry>(jit->lookup(kernel.name));
-    entry(cpu_ptrs.data(), 0, scalar[k].rows(kernel));
-    auto host = reinterpret_cast<void (*)(char* const*, long long)>(
-        dlsym(lib, (kernel.name + "_host").c_str()));
-    REQUIRE(host != nullptr);
-    host(gpu_ptrs.data(), kernel.outer_numel());
-    for (size_t b = 0; b < kernel.buffers.size(); ++b) {
-      if (!kernel.buffers[b].output) continue;
-      const DType t = kernel.buffers[b].dtype;
-      const size_t n = cpu[b].size() / static_cast<size_t>(itemsize(t));
-      size_t bad = 0;
-      std::string first;
-      for (size_t i = 0; i < n; ++i) {
-        const double want = element(cpu[b], t, i), got = element(gpu[b], t, i);
-        const bool same = (std::isnan(want) && std::isnan(got)) || want == got ||
-                          std::abs(got - want) <= tolerance(t) * (1 + std::abs(want));
-        if (!same && bad++ == 0)
-          first = "element " + std::to_string(i) + ": CUDA " + std::to_string(got) + ", CPU " +
-                  std::to_string(want);
+    auto run_cpu = [&](const ir::kernel::Kernel& ck, size_t s, std::vector<std::vector<char>>& b) {
+      std::vector<char*> ptrs;
+      for (std::vector<char>& bytes : b)
+        ptrs.push_back(bytes.data());
+      reinterpret_cast<KernelEntry>(jit->lookup(ck.name))(ptrs.data(), 0, scalar[s].rows(ck));
+    };
+    run_cpu(cpu_kernels[2 * k], 2 * k, eager);
+    run_cpu(cpu_kernels[2 * k + 1], 2 * k + 1, ref);
+    run_cpu(cpu_kernels[2 * k + 1], 2 * k + 1, mag);
+    for (size_t f = 0; f < forms; ++f) {
+      const codegen::cuda::GpuLaunch& launch = launches[f][k];
+      INFO("GPU schedule " << launch.str());
+      std::vector<std::vector<char>> gpu;
+      std::vector<char*> ptrs;
+      for (size_t b = 0; b < kernel.buffers.size(); ++b)
+        gpu.push_back(kernel.buffers[b].output ? buffer_bytes(kernel.buffers[b], b) : eager[b]);
+      for (std::vector<char>& bytes : gpu)
+        ptrs.push_back(bytes.data());
+      const long long n = kernel.outer_numel();
+      builds[f]->entry(kernel.name)(ptrs.data(), n,
+                                    static_cast<unsigned>(std::min<int64_t>(launch.blocks(n), 7)));
+      for (size_t b = 0; b < kernel.buffers.size(); ++b) {
+        if (!kernel.buffers[b].output) continue;
+        const DType t = kernel.buffers[b].dtype;
+        AccuracyOptions opts;
+        if (is_floating(t)) opts.magnitude = tensor_of(mag[b], DType::f64);
+        const std::optional<std::string> bad =
+            check_accuracy(tensor_of(gpu[b], t), tensor_of(eager[b], t),
+                           is_floating(t) ? tensor_of(ref[b], DType::f64) : Tensor(), opts);
+        INFO("buffer " << kernel.buffers[b].name << " (" << dtype_name(t)
+                       << "): " << bad.value_or(""));
+        CHECK_FALSE(bad);
       }
-      INFO("buffer " << kernel.buffers[b].name << " (" << dtype_name(t) << "): " << bad << " of "
-                     << n << " differ; " << first);
-      CHECK(bad == 0);
     }
   }
-  dlclose(lib);
 }
 
 } // namespace
@@ -296,6 +367,8 @@ TEST_CASE("cuda: the CUDA kernels compute what the CPU kernels do, run as host C
     %l : i64[6,33] = input "l"
     %d : f64[6,33] = input "d"
     %c : bool[6,33] = input "c"
+    %big : f32[3,2500] = input "big"
+    %r3 : f32[4,5,70] = input "r3"
     %a : f16[6,33] = mul(%x, %y)
     %b : f16[6,33] = relu(%a)
     %s : f32[6] = sum(%b) {dims = [1], keepdim = false, dtype = f32}
@@ -315,7 +388,15 @@ TEST_CASE("cuda: the CUDA kernels compute what the CPU kernels do, run as host C
     %di : i32[6,33] = cast(%d) {dtype = i32}
     %tt : f32[33,6] = permute(%t) {dims = [1, 0]}
     %z : f32[33,6] = sigmoid(%tt)
-    return %s, %am, %an, %m, %jj, %uu, %z, %q, %di
+    %bs : f32[3] = sum(%big) {dims = [1], keepdim = false, dtype = f32}
+    %bm : i64[3] = argmin(%big) {dim = 1, keepdim = false}
+    %rm : f32[5] = amax(%r3) {dims = [0, 2], keepdim = false}
+    %mx3 : f32[4,5,1] = amax(%r3) {dims = [2], keepdim = true}
+    %d3 : f32[4,5,70] = sub(%r3, %mx3)
+    %e3 : f32[4,5,70] = exp(%d3)
+    %s3 : f32[4,5,1] = sum(%e3) {dims = [2], keepdim = true, dtype = f32}
+    %sm : f32[4,5,70] = div(%e3, %s3)
+    return %s, %am, %an, %m, %jj, %uu, %z, %q, %di, %bs, %bm, %rm, %sm
   })");
   REQUIRE(g);
   check_host_cuda(lower_for_cuda(**g).kernels, "dtypes");
