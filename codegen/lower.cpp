@@ -247,7 +247,9 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
   if (stages.done(Stage::fused, [&] { return fused_text(out.layout, fusion); })) return out;
 
   // Attention sites: their softmax kernels run on blocks that stay in the caches.
-  std::vector<AttentionSite> sites = find_attention(fusion);
+  // (On a CPU: attention is not built for devices.)
+  std::vector<AttentionSite> sites =
+      target.device().is_cpu() ? find_attention(fusion) : std::vector<AttentionSite>{};
   std::vector<bool> in_cache(fusion.groups.size(), false);
   for (const AttentionSite& site : sites)
     in_cache[static_cast<size_t>(fusion.order[site.softmax].group)] = true;
@@ -304,6 +306,8 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
 
   // emit: kernels -> loaded code, from the cache or the target.
   std::vector<KernelEntry> entries;
+  Device device = target.device();
+  std::vector<std::pair<std::string, DeviceLaunch>> launches;
   if (!kernels.empty()) {
     Emitted emitted = stages.run("emit", [&] { return emit(target, kernels, schedules); });
     stages.summary(std::string(target.name()) + (emitted.cache_hit ? ", cache hit" : ", compiled"));
@@ -316,6 +320,9 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
     if (options.keep_object) out.object = std::move(emitted.object);
     out.code = emitted.code->library;
     entries = emitted.code->entries;
+    device = emitted.code->device;
+    for (size_t k = 0; k < emitted.code->launches.size(); ++k)
+      launches.emplace_back(kernels[k].name, emitted.code->launches[k]);
   }
 
   // plan: everything -> the runtime Plan.
@@ -323,6 +330,7 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
     const std::vector<AttentionSite> attention =
         choose_attention(sites, fusion, lowered, schedules, entries, out.attention_log);
     build_fused_plan(out, input_map, fusion, lowered, schedules, entries, attention);
+    if (!device.is_cpu()) out.plan.run_on(device, launches);
   });
   stages.summary(std::to_string(out.plan.steps().size()) + " steps, " +
                  out.plan.memory_plan().str());

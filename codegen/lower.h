@@ -92,7 +92,7 @@ struct CompiledGraph {
   std::vector<std::unique_ptr<AttentionCall>> attention;
   /// Per attention site, which way it runs and the times that chose it (KILN_LOGS=attention).
   std::vector<std::string> attention_log;
-  std::shared_ptr<void> code;
+  std::shared_ptr<const void> code;
   /// The code blob `code` was loaded from (Target::compile's), with LowerOptions::keep_object.
   std::string object;
   /// Kernels and library calls one run launches (view ops, which move no data, excluded).

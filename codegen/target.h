@@ -20,8 +20,12 @@ namespace kiln::codegen {
 
 /// Code a target loaded: what keeps it mapped, and each kernel's entry.
 struct LoadedCode {
-  std::shared_ptr<void> library;
+  std::shared_ptr<const void> library;
   std::vector<KernelEntry> entries; // per kernel, in the order given
+  /// Where the kernels run. A device target's kernels are launched (`launches`, per kernel);
+  /// its `entries` are no CPU code.
+  Device device = Device::cpu();
+  std::vector<DeviceLaunch> launches;
 };
 
 class Target {
@@ -29,6 +33,8 @@ public:
   virtual ~Target() = default;
   /// For logs and errors ("cpu").
   virtual std::string_view name() const = 0;
+  /// Where its kernels run (the plan's device).
+  virtual Device device() const { return Device::cpu(); }
   /// The widest vector register in bytes: the schedules' lanes follow from it.
   virtual int vector_bytes() const = 0;
   /// Everything besides the kernels that its objects depend on (compiler version, CPU and

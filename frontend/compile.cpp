@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 
+#include "codegen/cuda/cuda_target.h"
 #include "codegen/lower.h"
 #include "frontend/guards.h"
 #include "frontend/trace.h"
@@ -139,11 +140,16 @@ struct CompiledFunction::State {
                        ir::print(traced));
     using codegen::Stage;
     codegen::LowerOptions lo;
+    // A graph over CUDA tensors is compiled for CUDA (its kernels launch on cuda:0).
+    const bool on_cuda =
+        std::any_of(traced.inputs().begin(), traced.inputs().end(),
+                    [](const ir::Value* v) { return v->type().device().is_cuda(); });
+    if (on_cuda) lo.target = &codegen::cuda::cuda_target();
     lo.simplify = options.backend != "eager";
     lo.generate_code = options.backend == "kiln";
     lo.schedule = schedule;
     lo.log_passes = wants("passes");
-    if (options.mode == Mode::max_autotune) {
+    if (options.mode == Mode::max_autotune && !on_cuda) { // the search times CPU kernels
       codegen::AutotuneOptions ao;
       ao.budget_ms = options.autotune_budget_ms;
       ao.log = wants("autotune");
@@ -261,7 +267,8 @@ struct CompiledFunction::State {
       }
     }
     std::vector<Tensor> outs;
-    if (r.compiled && static_plans() && !e.no_static_plan) {
+    // Static plans are host plans: a device plan runs as a Plan.
+    if (r.compiled && static_plans() && !e.no_static_plan && r.compiled->plan.device().is_cpu()) {
       if (e.fixed) {
         outs = e.fixed->run(inputs);
       } else {

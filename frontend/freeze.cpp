@@ -87,7 +87,9 @@ private:
 
   bool fold(ir::Node* conv) {
     const ir::Type& y_type = conv->output()->type();
-    if (!is_floating(y_type.dtype()) || !y_type.is_static() || y_type.sizes().size() != 4)
+    // (A graph's constants are CPU tensors: a device conv keeps its affine ops.)
+    if (!is_floating(y_type.dtype()) || !y_type.is_static() || y_type.sizes().size() != 4 ||
+        !y_type.device().is_cpu())
       return false;
     ir::Value* w = conv->input(1);
     ir::Value* bias = conv->num_inputs() > 2 ? conv->input(2) : nullptr;

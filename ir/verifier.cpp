@@ -11,6 +11,16 @@
 namespace kiln::ir {
 namespace {
 
+/// A factory's or random op's result type that differs from the inferred one only in its
+/// device: where a factory makes its tensor is the caller's choice (FactoryDevice), not
+/// something its attributes say.
+bool is_device_choice(const Node& n, const Type& inferred, const Type& actual) {
+  const OpKind k = n.schema().kind;
+  return (k == OpKind::factory || k == OpKind::random) &&
+         Type(actual.dtype(), actual.sizes(), actual.strides(), inferred.device(),
+              actual.wrapped_number()) == inferred;
+}
+
 /// A result type that differs from the inferred one only in a dense layout, on a node that
 /// is no view: the layout pass chose it (channels-last). A view's strides are its meaning.
 bool is_layout_choice(const Node& n, const Type& inferred, const Type& actual) {
@@ -111,7 +121,8 @@ private:
                          types->size());
       for (size_t k = 0; k < types->size(); ++k)
         if ((*types)[k] != n->output(k)->type() &&
-            !is_layout_choice(*n, (*types)[k], n->output(k)->type()))
+            !is_layout_choice(*n, (*types)[k], n->output(k)->type()) &&
+            !is_device_choice(*n, (*types)[k], n->output(k)->type()))
           return fail_node(n, "result ", k, " has type ", n->output(k)->type().str(), " but ",
                            n->name(), " infers ", (*types)[k].str());
       ++pos;

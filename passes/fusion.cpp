@@ -24,10 +24,12 @@ using ir::kernel::view_source;
 // ---- lowerability -------------------------------------------------------------------------
 
 std::optional<std::string> no_lowering(const ir::Node& n) {
-  for (const ir::Value* v : n.inputs())
-    if (v->type().device().type != DeviceType::cpu) return "an operand is not on the CPU";
+  // Kernels run where the result is (the CPU or a CUDA device). A CPU scalar (a 0-d tensor or
+  // wrapped number) moves there with the plan's constants and inputs.
   const ir::Type& out = n.output()->type();
-  if (out.device().type != DeviceType::cpu) return "its result is not on the CPU";
+  for (const ir::Value* v : n.inputs())
+    if (v->type().device() != out.device() && v->type().rank() != 0)
+      return "operands on two devices";
   const OpTraits& traits = op_traits(n.op());
   if (n.schema().kind == OpKind::contraction)
     return "a contraction: its library call (oneDNN) or kiln's eager kernel";

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <unordered_map>
 
 #include "runtime/attention.h"
@@ -35,9 +36,9 @@ void run_kernel(const Plan::KernelCall& k, std::span<const Tensor> operands,
 
 } // namespace
 
-Tensor empty_with_layout(IntList sizes, IntList strides, DType dtype) {
+Tensor empty_with_layout(IntList sizes, IntList strides, DType dtype, Device device) {
   // make_tensor rather than kiln::empty: the geometry is known, so nothing is inferred.
-  Tensor t = make_tensor(sizes, dtype);
+  Tensor t = make_tensor(sizes, dtype, device);
   if (strides.empty()) return t;
   KILN_ASSERT(is_dense(sizes, strides), "empty_with_layout: strides ", shape_str(strides),
               " of sizes ", shape_str(sizes), " are not dense");
@@ -51,6 +52,10 @@ std::string mib_str(size_t bytes) {
 }
 
 void Plan::KernelCall::run(char* const* buffers) const {
+  if (launch) {
+    launch(buffers);
+    return;
+  }
   if (rows <= grain || in_parallel_region()) {
     entry(buffers, 0, rows);
     return;
@@ -118,15 +123,35 @@ void Plan::set_memory(std::vector<Placement> placement, MemoryPlan summary) {
   memory_ = std::move(summary);
 }
 
+void Plan::run_on(Device device, std::span<const std::pair<std::string, DeviceLaunch>> launches) {
+  device_ = device;
+  for (KernelCall& k : kernels_) {
+    auto it = std::find_if(launches.begin(), launches.end(),
+                           [&](const auto& l) { return l.first == k.name; });
+    KILN_CHECK(it != launches.end(), "plan: kernel ", k.name, " has no launch on ", device);
+    k.launch = it->second;
+  }
+  for (auto& [slot, t] : constants_)
+    t = t.to(device);
+  host_steps_.clear();
+  for (size_t k = 0; k < steps_.size(); ++k) {
+    const Step& st = steps_[k];
+    KILN_CHECK(st.attention == nullptr, "plan: attention steps do not run on ", device);
+    if (st.kernel < 0 && (st.epilogue != nullptr || schema(st.op).kind != OpKind::view))
+      host_steps_.push_back("step " + std::to_string(k) + ": " + std::string(op_name(st.op)) +
+                            (st.epilogue != nullptr ? " + " + st.epilogue->str() : ""));
+  }
+}
+
 Tensor Plan::placed(size_t slot, const std::shared_ptr<Storage>& arena) const {
   const Placement& p = placement_[slot];
-  if (p.nbytes == 0 || !arena) return empty_with_layout(p.sizes, p.strides, p.dtype);
+  if (p.nbytes == 0 || !arena) return empty_with_layout(p.sizes, p.strides, p.dtype, device_);
   auto impl = std::make_shared<TensorImpl>();
   impl->sizes = p.sizes;
   impl->strides = p.strides.empty() ? contiguous_strides(p.sizes) : p.strides;
   impl->offset = static_cast<int64_t>(p.offset) / itemsize(p.dtype);
   impl->dtype = p.dtype;
-  impl->device = Device::cpu();
+  impl->device = device_;
   impl->storage = arena;
   return Tensor(std::move(impl));
 }
@@ -148,19 +173,36 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs, std::span<const Te
     if (t != nullptr && t->dtype() == dtype && t->sizes() == Shape(sizes.begin(), sizes.end()) &&
         t->is_contiguous() && (strides.empty() || is_contiguous(sizes, strides)))
       return *t;
-    return empty_with_layout(sizes, strides, dtype);
+    return empty_with_layout(sizes, strides, dtype, device_);
+  };
+  const bool on_device = !device_.is_cpu();
+  // A step without device code runs on the host: a factory among them makes its tensor there.
+  std::optional<FactoryDevice> host;
+  if (on_device) host.emplace(Device::cpu());
+  // On a device, a step without device code runs on host copies of its operands.
+  std::vector<Tensor> host_operands;
+  auto to_host = [&](std::span<const Tensor> ts) {
+    host_operands.clear();
+    for (const Tensor& t : ts)
+      host_operands.push_back(t.defined() ? t.to(Device::cpu()) : t);
+    return std::span<const Tensor>(host_operands);
   };
   for (const auto& [s, t] : constants_)
     slots[s] = t;
   for (auto [s, k] : inputs_) {
     KILN_CHECK(k < inputs.size() && inputs[k].defined(), "plan: input ", k,
                " of a compiled graph is unbound (", inputs.size(), " given)");
+    if (inputs[k].device() != device_ && inputs[k].dim() == 0) { // a CPU scalar moves
+      slots[s] = inputs[k].to(device_);
+      continue;
+    }
+    KILN_CHECK(inputs[k].device() == device_, "plan: input ", k, " is on ", inputs[k].device(),
+               ", the compiled graph runs on ", device_);
     slots[s] = inputs[k];
   }
   // One block for every planned buffer of this run (runs may overlap on other threads).
   std::shared_ptr<Storage> arena;
-  if (memory_.arena_bytes > 0)
-    arena = std::make_shared<Storage>(memory_.arena_bytes, Device::cpu());
+  if (memory_.arena_bytes > 0) arena = std::make_shared<Storage>(memory_.arena_bytes, device_);
   std::vector<Tensor> operands;
   for (const Step& st : steps_) {
     operands.clear();
@@ -181,6 +223,13 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs, std::span<const Te
                                    : fresh(st.results[i], k.outputs[i].sizes, k.outputs[i].strides,
                                            k.outputs[i].dtype);
       run_kernel(k, operands, st.results, slots);
+    } else if (on_device && (st.epilogue != nullptr || schema(st.op).kind != OpKind::view)) {
+      std::vector<Tensor> r = st.epilogue != nullptr
+                                  ? std::vector<Tensor>{run_with_epilogue(
+                                        st.op, *st.attrs, to_host(operands), *st.epilogue, nullptr)}
+                                  : dispatch(st.op, to_host(operands), *st.attrs);
+      for (size_t k = 0; k < st.results.size(); ++k)
+        slots[st.results[k]] = r[k].to(device_);
     } else if (st.epilogue) {
       const Epilogue& ep = *st.epilogue;
       Tensor out = placement_[st.results[0]].planned ? placed(st.results[0], arena)

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -31,9 +32,14 @@ class AttentionCall;
 /// half-open range of rows to run.
 using KernelEntry = void (*)(char* const* buffers, int64_t row_begin, int64_t row_end);
 
-/// A fresh CPU tensor of these sizes and dense strides (empty: contiguous), uninitialised:
-/// the results the plan and library epilogues allocate in a chosen layout. Not traced.
-Tensor empty_with_layout(IntList sizes, IntList strides, DType dtype);
+/// A kernel's launch on a device (a CUDA kernel over all its points), queued on the device:
+/// its buffers' device pointers, inputs then outputs in the kernel's order.
+using DeviceLaunch = std::function<void(char* const* buffers)>;
+
+/// A fresh tensor of these sizes and dense strides (empty: contiguous), uninitialised: the
+/// results the plan and library epilogues allocate in a chosen layout. Not traced.
+Tensor empty_with_layout(IntList sizes, IntList strides, DType dtype,
+                         Device device = Device::cpu());
 
 /// Bytes as "1.25 MiB", for logs and summaries.
 std::string mib_str(size_t bytes);
@@ -52,8 +58,11 @@ public:
       std::vector<int64_t> strides = {}; // a dense layout; empty: contiguous
     };
     std::vector<Output> outputs;
-    /// Runs the rows on these buffers: on the calling thread when they fit in one grain
-    /// (or inside a parallel region), else in chunks on the pool.
+    /// Set: the kernel runs on the plan's device, launched over all its rows (run_on).
+    DeviceLaunch launch;
+    /// Runs the rows on these buffers: on the device when it has a launch; else on the
+    /// calling thread when they fit in one grain (or inside a parallel region), else in
+    /// chunks on the pool.
     void run(char* const* buffers) const;
   };
   struct Step {
@@ -107,6 +116,15 @@ public:
   };
   /// Takes a memory plan (codegen::plan_memory): a placement per slot.
   void set_memory(std::vector<Placement> placement, MemoryPlan summary);
+  /// Makes the plan run on `device` (once built): every kernel gets its launch there, by its
+  /// name, the constants move there, and the results and the arena are allocated there. Its
+  /// inputs must be there too. Steps that have no device code yet (library calls, eager
+  /// calls but views) run on the host: their operands come to the host and their results go
+  /// back (host_steps() counts them).
+  void run_on(Device device, std::span<const std::pair<std::string, DeviceLaunch>> launches);
+  Device device() const { return device_; }
+  /// Steps run_on sends to the host, one line each ("step 3: matmul").
+  std::span<const std::string> host_steps() const { return host_steps_; }
 
   /// Runs the plan on `inputs` (indexed as bind_input numbered them), performs the writes and
   /// returns the outputs. Tracing is suspended while it runs.
@@ -145,6 +163,8 @@ private:
   std::vector<Write> writes_;
   std::vector<Placement> placement_; // per slot
   MemoryPlan memory_;
+  Device device_ = Device::cpu();
+  std::vector<std::string> host_steps_;
 };
 
 } // namespace kiln

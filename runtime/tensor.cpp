@@ -119,10 +119,21 @@ Tensor Tensor::to(Device d) const {
   KILN_CHECK(!is_traced(), "to: moving a traced tensor to ", d, " (not in compiled code yet)");
   KILN_CHECK(device().is_cpu() || d.is_cpu(), "to: copies from ", device(), " to ", d,
              " (between two devices) are not built yet");
-  // A device tensor is copied as it lies: the CUDA kernels that would make it contiguous are
-  // not built yet.
-  KILN_CHECK(device().is_cpu() || is_contiguous(), "to: a non-contiguous ", device(),
-             " tensor of shape ", shape_str(sizes()), " (its strides need CUDA kernels)");
+  if (!device().is_cpu() && !is_contiguous()) {
+    // A strided device tensor: the span of its storage it covers comes to the host, and the
+    // host makes it contiguous.
+    int64_t span = 1;
+    for (size_t d2 = 0; d2 < sizes().size(); ++d2) {
+      KILN_CHECK(strides()[d2] >= 0, "to: a ", device(), " tensor with a negative stride");
+      if (sizes()[d2] == 0) span = 0;
+      if (span > 0) span += (sizes()[d2] - 1) * strides()[d2];
+    }
+    Tensor host = make_tensor({span}, dtype(), d);
+    if (span > 0)
+      cuda::detail::copy_to_host(host.raw_data(), static_cast<const char*>(raw_data()),
+                                 static_cast<size_t>(span * itemsize()), device());
+    return make_view(host, sizes(), strides(), 0).contiguous();
+  }
   const Tensor src = device().is_cpu() ? contiguous() : *this;
   Tensor out = make_tensor(sizes(), dtype(), d);
   const size_t bytes = static_cast<size_t>(numel() * itemsize());

@@ -13,10 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "codegen/cuda/eager.h"
 #include "frontend/compile.h"
 #include "ir/parser.h"
 #include "ir/verifier.h"
 #include "runtime/accuracy.h"
+#include "runtime/cuda/device.h"
 #include "runtime/grad_mode.h"
 #include "runtime/plan.h"
 #include "runtime/serialize/safetensors.h"
@@ -41,8 +43,10 @@ constexpr const char* kRunUsage =
     "  when the compiled error is over 2x eager's, 3x for f16/bf16, plus a small floor).\n"
     "  --mode M           eager, default (the default), reduce_overhead or max_autotune\n"
     "  --iters N          calls to make (default 3)\n"
-    "  --device D         where to run: cpu (the default), or cuda:N (the model moves there; its\n"
-    "                     ops need the CUDA eager kernels, which are not built yet)\n"
+    "  --device D         where to run: cpu (the default), or cuda:N. The eager reference (and\n"
+    "                     the f64 one) still runs on the CPU; then the model and its input\n"
+    "                     move to the device, where it runs eagerly or compiled, and its\n"
+    "                     output comes back to be checked against the CPU's\n"
     "  --weights F        load a safetensors file into the model (non-strict: missing and\n"
     "                     unexpected keys are warnings, a shape mismatch is an error)\n"
     "  --save-weights F   save the model's weights (after --weights) to a safetensors file\n"
@@ -201,7 +205,8 @@ int run_model_command(const RunOptions& o, ModelInstance& inst, const ModelArgs&
     if (!f) throw Error::without_location("can't write " + o.save_input);
     std::cout << "saved    the input to " << o.save_input << "\n";
   }
-  if (eager && o.check_output.empty()) {
+  const Device device = o.device.empty() ? Device::cpu() : Device::parse(o.device);
+  if (eager && o.check_output.empty() && device.is_cpu()) {
     for (uint64_t k = 0; k < o.iters; ++k) {
       auto start = Clock::now();
       outs.push_back(run_model(spec, module, x));
@@ -239,6 +244,38 @@ int run_model_command(const RunOptions& o, ModelInstance& inst, const ModelArgs&
     how = compare_bits(got.back(), reference) + "; within the f64 reference rule";
     return problem;
   };
+  // On a device: the references first, on the CPU; then the model and its input move.
+  Tensor xd = x;
+  if (!device.is_cpu()) {
+    (void)f64_reference();
+    module.to(device);
+    xd = x.to(device);
+    const codegen::cuda::EagerCounters before = codegen::cuda::eager_counters();
+    std::cout << "device   " << device << " (" << cuda::device_name(device.index) << ")\n";
+    if (eager) {
+      for (uint64_t k = 0; k < o.iters; ++k) {
+        auto start = Clock::now();
+        outs.push_back(run_model(spec, module, xd));
+        cuda::synchronize(device.index);
+        times.push_back(ms_since(start));
+      }
+      for (Tensor& out : outs)
+        out = out.to(Device::cpu());
+      const codegen::cuda::EagerCounters after = codegen::cuda::eager_counters();
+      std::cout << "output   " << describe_output(outs.back()) << "\n";
+      std::cout << "time     " << timing_line(times, false) << "\n";
+      std::cout << "kernels  " << after.compiled - before.compiled
+                << " single-op graphs compiled for CUDA, "
+                << after.host_fallbacks - before.host_fallbacks << " ops run on the host\n";
+      std::string how;
+      if (std::optional<std::string> problem = check(outs, how)) {
+        std::cout << "matches CPU eager: no: " << *problem << "\n";
+        return 1;
+      }
+      std::cout << "matches CPU eager: yes (" << how << ")\n";
+      return 0;
+    }
+  }
   int status = 0;
   if (!o.check_output.empty()) {
     std::string bytes, why;
@@ -264,18 +301,22 @@ int run_model_command(const RunOptions& o, ModelInstance& inst, const ModelArgs&
   auto compiled = compile_model(inst, options);
   for (uint64_t k = 0; k < o.iters; ++k) {
     auto start = Clock::now();
-    outs.push_back(compiled(x));
+    outs.push_back(compiled(xd));
+    if (!device.is_cpu()) cuda::synchronize(device.index);
     times.push_back(ms_since(start));
   }
+  for (Tensor& out : outs)
+    out = out.to(Device::cpu());
   std::cout << "output   " << describe_output(outs.back()) << "\n";
   std::cout << "time     " << timing_line(times, true) << "\n";
   std::cout << "stats    " << stats_line(compiled.stats(), o.mode) << "\n";
+  const std::string eager_name = device.is_cpu() ? "eager" : "CPU eager";
   std::string how;
   if (std::optional<std::string> problem = check(outs, how)) {
-    std::cout << "matches eager: no: " << *problem << "\n";
+    std::cout << "matches " << eager_name << ": no: " << *problem << "\n";
     return 1;
   }
-  std::cout << "matches eager: yes (" << how << ")\n";
+  std::cout << "matches " << eager_name << ": yes (" << how << ")\n";
   return status;
 }
 
@@ -389,13 +430,7 @@ int run_main(std::span<const std::string_view> args) {
   ModelInstance inst;
   if (auto err = instantiate(margs, reg, inst)) return report("run", *err);
   try {
-    if (!o.device.empty()) {
-      Device d = Device::parse(o.device);
-      if (d != inst.input.device()) { // moving is an error naming what is missing
-        inst.module->to(d);
-        inst.input = inst.input.to(d);
-      }
-    }
+    if (!o.device.empty()) (void)Device::parse(o.device); // a bad name fails before any run
     return run_model_command(o, inst, margs);
   } catch (const Error& e) {
     return report("run", runtime_error(e.message()));

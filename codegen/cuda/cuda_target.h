@@ -1,7 +1,9 @@
 // The CUDA target: kernels as CUDA C++ (codegen/cuda/cuda_source.h) compiled by NVRTC to a
 // cubin for one architecture, with its PTX kept beside it (codegen/cuda/nvrtc.h). Its blobs
 // go into the kernel cache like the CPU's objects, keyed by the architecture and the NVRTC
-// version. Launching them needs the CUDA device runtime, which is not built yet: load() says
+// version. load() loads them on the device (runtime/cuda/device.h) and gives each kernel its
+// launch, with the GPU schedule its source was generated under (gpu_launch). For the
+// emulated device the blob also holds the kernels' host build. Without a device, load() says
 // so, and the pipeline then runs the graph on the interpreter.
 #pragma once
 
@@ -15,7 +17,7 @@ namespace kiln::codegen::cuda {
 class CudaTarget final : public Target {
 public:
   /// Code for `arch` ("sm_90": the H100 and H200).
-  explicit CudaTarget(std::string arch = "sm_90");
+  explicit CudaTarget(std::string arch = "sm_90", Device device = Device::cuda(0));
   std::string_view name() const override { return "cuda"; }
   /// One lane: a thread computes one outer point (the GPU schedule is to come).
   int vector_bytes() const override { return 4; }
@@ -29,14 +31,17 @@ public:
                             std::span<const ir::kernel::Kernel> kernels) const override;
   const std::string& arch() const { return arch_; }
 
+  Device device() const override { return device_; }
+
 private:
   std::string arch_;
+  Device device_;
 };
 
-/// What a CUDA blob holds: "KILNCUDA", then the cubin, the PTX and NVRTC's log, each a
-/// little-endian u64 length and its bytes.
+/// What a CUDA blob holds: "KILNCUDA", then the cubin, the PTX, NVRTC's log and the host
+/// build (empty but for the emulated device), each a little-endian u64 length and its bytes.
 struct CudaBlob {
-  std::string_view cubin, ptx, log;
+  std::string_view cubin, ptx, log, host;
 };
 Expected<CudaBlob> split_cuda_blob(std::string_view blob);
 

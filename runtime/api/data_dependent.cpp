@@ -23,7 +23,7 @@ Tensor nonzero(const Tensor& a) {
       index[k] = 0;
     }
   }
-  return tensor(coords, {count, rank});
+  return tensor(coords, {count, rank}).to(a.device()); // counted on the host
 }
 
 Tensor masked_select(const Tensor& a, const Tensor& mask) {
@@ -39,7 +39,7 @@ Tensor masked_select(const Tensor& a, const Tensor& mask) {
   for (size_t i = 0; i < keep.size(); ++i)
     if (keep[i]) picked.push_back(static_cast<int64_t>(i));
   auto count = static_cast<int64_t>(picked.size());
-  return index_select(reshape(values, {-1}), 0, tensor(picked, {count}));
+  return index_select(reshape(values, {-1}), 0, tensor(picked, {count}).to(a.device()));
 }
 
 } // namespace kiln

@@ -9,16 +9,13 @@
 namespace kiln {
 namespace {
 
-/// Factories run on the host: a CUDA tensor is made on the CPU and moved (`.to(device)`) until
-/// the CUDA eager kernels exist.
-void check_device(const TensorOptions& opts, const char* op) {
-  if (opts.device_.is_cpu()) [[likely]]
-    return;
-  KILN_CHECK(cuda::is_available(), op, ": creating tensors on ", opts.device_, ": ",
-             cuda::unavailable_reason());
-  KILN_CHECK(false, op, ": creating tensors on ", opts.device_,
-             ": kiln has no CUDA eager kernels yet; create it on the CPU and move it with "
-             ".to(kiln::Device::cuda())");
+/// Where a factory's tensor is made: the options' device (checked to exist), for the
+/// dispatch that `where` guards.
+[[nodiscard]] FactoryDevice check_device(const TensorOptions& opts, const char* op) {
+  if (!opts.device_.is_cpu())
+    KILN_CHECK(cuda::is_available(), op, ": creating tensors on ", opts.device_, ": ",
+               cuda::unavailable_reason());
+  return FactoryDevice(opts.device_);
 }
 
 Tensor finish(Tensor t, const TensorOptions& opts) {
@@ -27,7 +24,7 @@ Tensor finish(Tensor t, const TensorOptions& opts) {
 }
 
 Tensor make_full(IntList sizes, Scalar value, const TensorOptions& opts, const char* op) {
-  check_device(opts, op);
+  const FactoryDevice where = check_device(opts, op);
   return finish(
       dispatch1(Op::full, std::span<const Tensor>{}, Attrs{sizes.vec(), value, opts.dtype_}), opts);
 }
@@ -41,7 +38,7 @@ DType arange_dtype(const Scalar& start, const Scalar& end, const Scalar& step) {
 } // namespace
 
 Tensor empty(IntList sizes, TensorOptions opts) {
-  check_device(opts, "empty");
+  const FactoryDevice where = check_device(opts, "empty");
   return finish(dispatch1(Op::empty, std::span<const Tensor>{}, Attrs{sizes.vec(), opts.dtype_}),
                 opts);
 }
@@ -56,7 +53,7 @@ Tensor full(IntList sizes, Scalar value) {
 }
 
 Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions opts) {
-  check_device(opts, "arange");
+  const FactoryDevice where = check_device(opts, "arange");
   return finish(
       dispatch1(Op::arange, std::span<const Tensor>{}, Attrs{start, end, step, opts.dtype_}), opts);
 }
@@ -67,19 +64,19 @@ Tensor arange(Scalar start, Scalar end, Scalar step) {
 Tensor arange(Scalar end) { return arange(0, end, 1); }
 
 Tensor rand(IntList sizes, TensorOptions opts) {
-  check_device(opts, "rand");
+  const FactoryDevice where = check_device(opts, "rand");
   return finish(dispatch1(Op::rand, std::span<const Tensor>{}, Attrs{sizes.vec(), opts.dtype_}),
                 opts);
 }
 
 Tensor randn(IntList sizes, TensorOptions opts) {
-  check_device(opts, "randn");
+  const FactoryDevice where = check_device(opts, "randn");
   return finish(dispatch1(Op::randn, std::span<const Tensor>{}, Attrs{sizes.vec(), opts.dtype_}),
                 opts);
 }
 
 Tensor randint(int64_t low, int64_t high, IntList sizes, TensorOptions opts) {
-  check_device(opts, "randint");
+  const FactoryDevice where = check_device(opts, "randint");
   return finish(
       dispatch1(Op::randint, std::span<const Tensor>{}, Attrs{low, high, sizes.vec(), opts.dtype_}),
       opts);

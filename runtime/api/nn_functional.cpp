@@ -162,7 +162,8 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
     KILN_CHECK(num_classes != -1,
                "one_hot: cannot infer the number of classes from an empty tensor");
   }
-  Tensor classes = arange(Scalar(int64_t{0}), Scalar(num_classes), Scalar(int64_t{1}), DType::i64);
+  Tensor classes = arange(Scalar(int64_t{0}), Scalar(num_classes), Scalar(int64_t{1}),
+                          TensorOptions(DType::i64).device(indices.device()));
   return to(eq(unsqueeze(to(indices, DType::i64), -1), classes), DType::i64);
 }
 
@@ -230,7 +231,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   const double neg_inf = -std::numeric_limits<double>::infinity();
   if (is_causal) {
     // Query i sees keys j <= i (the top-left aligned lower triangle, as PyTorch).
-    Tensor keep = tril(ones({l, s}, DType::bool_));
+    Tensor keep = tril(ones({l, s}, TensorOptions(DType::bool_).device(q.device())));
     scores = masked_fill(scores, logical_not(keep), Scalar(neg_inf));
   } else if (attn_mask.defined()) {
     scores = attn_mask.dtype() == DType::bool_

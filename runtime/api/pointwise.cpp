@@ -21,8 +21,9 @@ void check_floating(const Tensor& a, const char* op) {
 Tensor diagonal_mask(const Tensor& a, int64_t diagonal, bool lower, const char* op) {
   KILN_CHECK(a.dim() >= 2, op, ": expected a tensor with at least 2 dims, got shape ",
              shape_str(a.sizes()));
-  Tensor rows = unsqueeze(arange(a.size(-2)), 1);
-  Tensor cols = arange(a.size(-1));
+  const TensorOptions where = TensorOptions(DType::i64).device(a.device());
+  Tensor rows = unsqueeze(arange(a.size(-2), where), 1);
+  Tensor cols = arange(a.size(-1), where);
   Tensor offset = sub(cols, rows); // [rows, cols]: col - row
   return lower ? le(offset, diagonal) : ge(offset, diagonal);
 }

@@ -13,7 +13,8 @@ namespace {
 /// A bool mask (true = masked out) becomes 0 / -inf in dtype; a float mask is cast to dtype.
 Tensor additive_mask(const Tensor& mask, DType dtype, const char* what) {
   if (mask.dtype() == DType::bool_)
-    return masked_fill(zeros(mask.sizes(), dtype), mask, -std::numeric_limits<double>::infinity());
+    return masked_fill(zeros(mask.sizes(), TensorOptions(dtype).device(mask.device())), mask,
+                       -std::numeric_limits<double>::infinity());
   KILN_CHECK(is_floating(mask.dtype()), "MultiheadAttention: ", what,
              " must be bool or floating, "
              "got ",
@@ -111,7 +112,8 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
   }
   if (is_causal) {
     // Combined with any explicit mask rather than trusting it to be the causal one.
-    Tensor future = logical_not(tril(ones({l, s}, DType::bool_)));
+    Tensor future =
+        logical_not(tril(ones({l, s}, TensorOptions(DType::bool_).device(query.device()))));
     add_mask(additive_mask(future, dt, "causal mask"));
   }
   double p = is_training() ? dropout : 0.0;

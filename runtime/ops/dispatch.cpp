@@ -1,6 +1,9 @@
 // The dispatch point: inference → allocation (or out= checks) → kernel.
 #include "runtime/ops/dispatch.h"
 
+#include <atomic>
+#include <optional>
+
 #include "runtime/error.h"
 #include "runtime/tracing.h"
 
@@ -92,9 +95,15 @@ bool shares_storage(const Tensor& a, const Tensor& b) {
   return a.impl().storage != nullptr && a.impl().storage == b.impl().storage;
 }
 
+/// A CPU scalar: a wrapped number, or a 0-d CPU tensor. It goes with tensors on any device
+/// (as in PyTorch).
+bool cpu_scalar(const Tensor& t) {
+  return t.device().is_cpu() && (t.impl().wrapped_number || t.dim() == 0);
+}
+
 void check_devices(const OpSchema& s, std::span<const Tensor> inputs) {
   for (size_t i = 1; i < inputs.size(); ++i) {
-    if (inputs[i].impl().wrapped_number || inputs[0].impl().wrapped_number) continue;
+    if (cpu_scalar(inputs[i]) || cpu_scalar(inputs[0])) continue;
     KILN_CHECK(inputs[i].device() == inputs[0].device(), s.name,
                ": expected all tensors on one device, got ", inputs[0].device(), " and ",
                inputs[i].device());
@@ -163,27 +172,19 @@ bool can_cast(DType from, DType to) {
 
 namespace {
 
-/// The eager kernels run on the host: an op on a CUDA tensor (an operand, or a result placed
-/// on CUDA) is an error until the CUDA kernels exist, never a host read of device memory.
-void check_host_kernels(const OpSchema& s, std::span<const Tensor> inputs,
-                        std::span<const TensorMeta> metas, std::span<const Tensor> out) {
-  auto on_device = [](Device d) { return !d.is_cpu(); };
-  bool device = false;
+std::atomic<DeviceKernels> g_cuda_kernels{nullptr};
+
+/// The device an op runs on: the first operand's or result's that is not on the CPU (a
+/// wrapped number stays on the CPU beside device tensors); nullopt on the host.
+std::optional<Device> device_of(std::span<const Tensor> inputs, std::span<const TensorMeta> metas,
+                                std::span<const Tensor> out) {
   for (const Tensor& t : inputs)
-    device = device || (t.defined() && on_device(t.device()));
+    if (t.defined() && !t.device().is_cpu()) return t.device();
   for (const Tensor& t : out)
-    device = device || (t.defined() && on_device(t.device()));
+    if (t.defined() && !t.device().is_cpu()) return t.device();
   for (const TensorMeta& m : metas)
-    device = device || on_device(m.device);
-  if (!device) [[likely]]
-    return;
-  std::string where;
-  for (std::span<const Tensor> ts : {inputs, out})
-    for (const Tensor& t : ts)
-      if (t.defined()) where += (where.empty() ? "" : ", ") + t.device().str();
-  throw Error(detail::str(s.name, ": operands on ", where.empty() ? "cuda" : where,
-                          ": kiln has no CUDA eager kernels yet; move the tensors to the CPU "
-                          "(.to(kiln::Device::cpu()))"));
+    if (!m.device.is_cpu()) return m.device;
+  return std::nullopt;
 }
 
 } // namespace
@@ -197,7 +198,15 @@ std::vector<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const Attrs&
   KILN_ASSERT(static_cast<int>(metas.size()) == s.num_outputs, s.name, ": inference gave ",
               metas.size(), " outputs");
   std::vector<Tensor> results(metas.size());
-  if (s.kind != OpKind::view) check_host_kernels(s, inputs, metas, out);
+  if (s.kind != OpKind::view) [[likely]] {
+    if (std::optional<Device> d = device_of(inputs, metas, out)) [[unlikely]] {
+      DeviceKernels kernels = g_cuda_kernels.load();
+      KILN_CHECK(kernels != nullptr, s.name, ": operands on ", *d,
+                 ": no CUDA kernels are registered (they come with kiln's code generator, "
+                 "libkiln_codegen, built with CUDA)");
+      return kernels(op, inputs, attrs, metas, out);
+    }
+  }
   if (s.kind == OpKind::view) {
     KILN_ASSERT(out.empty(), "view ops take no out= tensors");
     s.kernel(inputs, attrs, results);
@@ -242,6 +251,19 @@ std::vector<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const Attrs&
   for (Tensor& o : out)
     o.impl().storage->bump_version();
   return std::vector<Tensor>(out.begin(), out.end());
+}
+
+namespace {
+thread_local Device t_factory_device = Device::cpu();
+}
+
+FactoryDevice::FactoryDevice(Device d) : previous_(t_factory_device) { t_factory_device = d; }
+FactoryDevice::~FactoryDevice() { t_factory_device = previous_; }
+Device FactoryDevice::current() { return t_factory_device; }
+
+void register_device_kernels(DeviceType type, DeviceKernels kernels) {
+  KILN_CHECK(type == DeviceType::cuda, "register_device_kernels: only CUDA has device kernels");
+  g_cuda_kernels.store(kernels);
 }
 
 Tensor dispatch1(Op op, std::span<const Tensor> inputs, const Attrs& attrs) {

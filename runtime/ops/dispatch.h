@@ -26,6 +26,31 @@ inline void dispatch_inplace(Op op, Tensor& self, std::initializer_list<Tensor> 
   dispatch_inplace(op, self, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs);
 }
 
+/// The device factory and random ops make their tensors on while one is alive on this
+/// thread (the CPU otherwise): the factories of the API (runtime/api/factory.cpp) set it from
+/// their TensorOptions, for their eager call and their traced node alike.
+class FactoryDevice {
+public:
+  explicit FactoryDevice(Device d);
+  ~FactoryDevice();
+  FactoryDevice(const FactoryDevice&) = delete;
+  FactoryDevice& operator=(const FactoryDevice&) = delete;
+  static Device current();
+
+private:
+  Device previous_;
+};
+
+/// A device's eager kernels: runs a non-view op whose operands or results are on the device
+/// (`results`: their inferred metadata), writing `out` when given (then returning it).
+/// dispatch() calls them for such ops; without them such an op is an error.
+using DeviceKernels = std::vector<Tensor> (*)(Op op, std::span<const Tensor> inputs,
+                                              const Attrs& attrs,
+                                              std::span<const TensorMeta> results,
+                                              std::span<Tensor> out);
+/// Registers a device type's eager kernels (codegen/cuda/eager.h registers CUDA's).
+void register_device_kernels(DeviceType type, DeviceKernels kernels);
+
 /// The checks every call of a primitive gets before inference, eager or traced: the tensor
 /// count, the attribute count, defined inputs, one device.
 void check_call(const OpSchema& s, std::span<const Tensor> inputs, const Attrs& attrs);

@@ -2,13 +2,14 @@
 #include <cmath>
 #include <limits>
 
+#include "runtime/ops/dispatch.h"
 #include "runtime/ops/op.h"
 
 namespace kiln::ops {
 namespace {
 
 std::vector<TensorMeta> one(DType dtype, Shape sizes) {
-  return {TensorMeta{dtype, Device::cpu(), std::move(sizes), {}, false}};
+  return {TensorMeta{dtype, ::kiln::FactoryDevice::current(), std::move(sizes), {}, false}};
 }
 
 std::vector<TensorMeta> sized(const Attrs& a, size_t sizes_attr, DType dtype, const char* op) {

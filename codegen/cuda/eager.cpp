@@ -1,0 +1,194 @@
+// CUDA's eager kernels: single-op graphs through the lowering pipeline.
+#include "codegen/cuda/eager.h"
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "codegen/cuda/cuda_target.h"
+#include "codegen/lower.h"
+#include "ir/builder.h"
+#include "ir/printer.h"
+#include "runtime/cuda/device.h"
+#include "runtime/ops/dispatch.h"
+#include "runtime/tensor_impl.h"
+#include "runtime/tracing.h"
+
+namespace kiln::codegen::cuda {
+namespace {
+
+std::atomic<int64_t> g_compiled{0}, g_host_fallbacks{0};
+
+/// t on `device`; a wrapped number stays one (its dtype promotes as a C++ scalar's).
+Tensor moved(const Tensor& t, Device device) {
+  if (t.device() == device) return t;
+  Tensor m = t.to(device);
+  m.impl().wrapped_number = t.impl().wrapped_number;
+  return m;
+}
+
+/// The op run by its CPU kernel on host copies of the operands, the results copied to
+/// `device`.
+std::vector<Tensor> on_host(Op op, std::span<const Tensor> inputs, const Attrs& attrs,
+                            std::span<const TensorMeta> metas, Device device) {
+  ++g_host_fallbacks;
+  std::vector<Tensor> host;
+  for (const Tensor& t : inputs)
+    host.push_back(moved(t, Device::cpu()));
+  std::vector<Tensor> results;
+  for (const TensorMeta& m : metas)
+    results.push_back(make_tensor(m.sizes, m.dtype));
+  schema(op).kernel(host, attrs, results);
+  for (Tensor& r : results)
+    r = r.to(device);
+  return results;
+}
+
+/// A single-op graph compiled for CUDA, or the reason it runs on the host.
+struct Compiled {
+  std::unique_ptr<CompiledGraph> graph; // null: the op runs on the host
+};
+
+class Cache {
+public:
+  /// The compiled graph of op over these operands (built at the first call of a signature).
+  const CompiledGraph* get(Op op, std::span<const Tensor> inputs, const Attrs& attrs,
+                           Device device) {
+    auto g = std::make_unique<ir::Graph>(std::string(op_name(op)));
+    std::vector<ir::Value*> values;
+    for (size_t k = 0; k < inputs.size(); ++k)
+      values.push_back(g->add_input(ir::Type::from_meta(TensorMeta::of(inputs[k])),
+                                    ir::InputKind::user, "x" + std::to_string(k)));
+    ir::Builder b(*g);
+    ir::Node* n = [&] {
+      const FactoryDevice where(device); // a factory's node makes its tensor there
+      return b.create_node(op, values, attrs);
+    }();
+    for (ir::Value* out : n->outputs())
+      g->add_output(out);
+    const std::string key = ir::print(*g);
+    std::lock_guard lock(mu_);
+    auto it = graphs_.find(key);
+    if (it != graphs_.end()) return it->second.graph.get();
+    ++g_compiled;
+    LowerOptions lo;
+    lo.target = &target(device);
+    Expected<CompiledGraph> cg = lower(std::move(g), lo);
+    Compiled c;
+    // Code the CUDA target cannot make (an interpreter plan on the host) runs on the host.
+    if (cg && cg->plan.device() == device)
+      c.graph = std::make_unique<CompiledGraph>(std::move(*cg));
+    return graphs_.emplace(key, std::move(c)).first->second.graph.get();
+  }
+
+private:
+  const CudaTarget& target(Device device) {
+    if (device.index == 0) return cuda_target();
+    std::unique_ptr<CudaTarget>& t = targets_[device.index];
+    if (!t) t = std::make_unique<CudaTarget>(cuda_target().arch(), device);
+    return *t;
+  }
+
+  std::mutex mu_;
+  std::map<std::string, Compiled> graphs_;
+  std::map<int, std::unique_ptr<CudaTarget>> targets_;
+};
+
+Cache& cache() {
+  static Cache* c = new Cache(); // never destroyed: its modules outlive static tensors
+  return *c;
+}
+
+/// Writes r into out (of r's sizes), both on `device`: a device copy when out is contiguous
+/// and of r's dtype; a cast first when not; a strided out through the host.
+void write_into(Tensor& out, Tensor r, Device device) {
+  if (r.dtype() != out.dtype()) r = dispatch1(Op::cast, {r}, Attrs{out.dtype()});
+  const size_t bytes = static_cast<size_t>(r.numel() * r.itemsize());
+  if (bytes == 0) return;
+  if (out.is_contiguous()) {
+    kiln::cuda::detail::copy_on_device(out.raw_data(), r.raw_data(), bytes, device);
+    return;
+  }
+  // The span of out's storage its elements cover, written on the host and copied back.
+  int64_t span = 1;
+  for (size_t d = 0; d < out.sizes().size(); ++d)
+    span += (out.sizes()[d] - 1) * out.strides()[d];
+  const size_t span_bytes = static_cast<size_t>(span * out.itemsize());
+  Tensor host = make_tensor({span}, out.dtype());
+  kiln::cuda::detail::copy_to_host(host.raw_data(), out.raw_data(), span_bytes, device);
+  Tensor view = make_view(host, out.sizes(), out.strides(), 0);
+  const Tensor src = r.to(Device::cpu());
+  dispatch(Op::copy, std::span<const Tensor>(&src, 1), {}, std::span<Tensor>(&view, 1));
+  kiln::cuda::detail::copy_to_device(out.raw_data(), host.raw_data(), span_bytes, device);
+}
+
+bool shares_storage_with(const Tensor& r, std::span<const Tensor> inputs) {
+  for (const Tensor& t : inputs)
+    if (t.impl().storage != nullptr && t.impl().storage == r.impl().storage) return true;
+  return false;
+}
+
+std::vector<Tensor> run(Op op, std::span<const Tensor> inputs, const Attrs& attrs,
+                        std::span<const TensorMeta> metas, std::span<Tensor> out) {
+  TracerScope untraced(nullptr);
+  // What runs below on the host (the pipeline's constant folding, host steps) makes its
+  // tensors there.
+  const FactoryDevice host(Device::cpu());
+  Device device = Device::cpu();
+  for (const TensorMeta& m : metas)
+    if (!m.device.is_cpu()) device = m.device;
+  for (const Tensor& t : out)
+    if (!t.device().is_cpu()) device = t.device();
+  for (const Tensor& t : inputs)
+    if (!t.device().is_cpu()) device = t.device();
+  kiln::cuda::detail::ensure_backend();
+  std::vector<Tensor> on_device;
+  for (const Tensor& t : inputs) {
+    KILN_CHECK(t.device() == device || t.dim() == 0, op_name(op), ": operands on two devices (",
+               t.device(), " and ", device, ")");
+    on_device.push_back(moved(t, device));
+  }
+  for (const Tensor& t : out)
+    KILN_CHECK(t.device() == device, op_name(op), ": an out= tensor on ", t.device(),
+               " for a result on ", device);
+  std::vector<Tensor> results;
+  if (schema(op).kind == OpKind::random) {
+    results = on_host(op, on_device, attrs, metas, device);
+  } else if (const CompiledGraph* cg = cache().get(op, on_device, attrs, device)) {
+    if (!cg->plan.host_steps().empty()) ++g_host_fallbacks; // a library call, for now
+    results = cg->run(on_device);
+    // A result the pipeline left an operand (an identity) is still a fresh tensor.
+    for (Tensor& r : results)
+      if (shares_storage_with(r, on_device)) {
+        Tensor fresh = make_tensor(r.sizes(), r.dtype(), device);
+        write_into(fresh, r, device);
+        r = fresh;
+      }
+  } else {
+    results = on_host(op, on_device, attrs, metas, device);
+  }
+  if (out.empty()) return results;
+  KILN_CHECK(out.size() == results.size(), op_name(op), ": ", out.size(), " out= tensors for ",
+             results.size(), " results");
+  for (size_t k = 0; k < out.size(); ++k) {
+    check_out(schema(op), results[k].sizes(), results[k].dtype(), out[k]);
+    write_into(out[k], results[k], device);
+    out[k].impl().storage->bump_version();
+  }
+  return std::vector<Tensor>(out.begin(), out.end());
+}
+
+const bool g_registered = [] {
+  register_device_kernels(DeviceType::cuda, &run);
+  return true;
+}();
+
+} // namespace
+
+EagerCounters eager_counters() {
+  (void)g_registered;
+  return {g_compiled.load(), g_host_fallbacks.load()};
+}
+
+} // namespace kiln::codegen::cuda
