@@ -212,7 +212,10 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
 
   // The interpreter's plan: every node an eager call.
   auto interpreted = [&]() -> Expected<CompiledGraph> {
-    stages.run("plan", [&] { build_interpreted_plan(out, input_map); });
+    stages.run("plan", [&] {
+      build_interpreted_plan(out, input_map);
+      if (!target.device().is_cpu()) out.plan.run_on(target.device(), {}, options.eager_on_host);
+    });
     stages.done(Stage::plan, [&] { return plan_text(out); });
     return std::move(out);
   };
@@ -330,7 +333,7 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
     const std::vector<AttentionSite> attention =
         choose_attention(sites, fusion, lowered, schedules, entries, out.attention_log);
     build_fused_plan(out, input_map, fusion, lowered, schedules, entries, attention);
-    if (!device.is_cpu()) out.plan.run_on(device, launches);
+    if (!device.is_cpu()) out.plan.run_on(device, launches, options.eager_on_host);
   });
   stages.summary(std::to_string(out.plan.steps().size()) + " steps, " +
                  out.plan.memory_plan().str());

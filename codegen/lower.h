@@ -74,6 +74,9 @@ struct LowerOptions {
   std::shared_ptr<const passes::FusionResult> fusion;
   /// Keep the kernels' object in CompiledGraph::object (`kiln aot` links it into a library).
   bool keep_object = false;
+  /// A device target's plan runs its eager calls on the host instead of dispatching them to
+  /// the device's eager kernels (Plan::run_on): for those eager kernels' own single-op graphs.
+  bool eager_on_host = false;
   /// The last stage to run (kiln dump stops early); before `plan`, the result has no plan.
   Stage stop_after = Stage::plan;
   /// Called with the text of each stage in `print_stages` as the stage completes.

@@ -123,8 +123,10 @@ void Plan::set_memory(std::vector<Placement> placement, MemoryPlan summary) {
   memory_ = std::move(summary);
 }
 
-void Plan::run_on(Device device, std::span<const std::pair<std::string, DeviceLaunch>> launches) {
+void Plan::run_on(Device device, std::span<const std::pair<std::string, DeviceLaunch>> launches,
+                  bool eager_on_host) {
   device_ = device;
+  eager_on_host_ = eager_on_host;
   for (KernelCall& k : kernels_) {
     auto it = std::find_if(launches.begin(), launches.end(),
                            [&](const auto& l) { return l.first == k.name; });
@@ -137,7 +139,8 @@ void Plan::run_on(Device device, std::span<const std::pair<std::string, DeviceLa
   for (size_t k = 0; k < steps_.size(); ++k) {
     const Step& st = steps_[k];
     KILN_CHECK(st.attention == nullptr, "plan: attention steps do not run on ", device);
-    if (st.kernel < 0 && (st.epilogue != nullptr || schema(st.op).kind != OpKind::view))
+    if (st.kernel < 0 &&
+        (st.epilogue != nullptr || (eager_on_host && schema(st.op).kind != OpKind::view)))
       host_steps_.push_back("step " + std::to_string(k) + ": " + std::string(op_name(st.op)) +
                             (st.epilogue != nullptr ? " + " + st.epilogue->str() : ""));
   }
@@ -176,9 +179,6 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs, std::span<const Te
     return empty_with_layout(sizes, strides, dtype, device_);
   };
   const bool on_device = !device_.is_cpu();
-  // A step without device code runs on the host: a factory among them makes its tensor there.
-  std::optional<FactoryDevice> host;
-  if (on_device) host.emplace(Device::cpu());
   // On a device, a step without device code runs on host copies of its operands.
   std::vector<Tensor> host_operands;
   auto to_host = [&](std::span<const Tensor> ts) {
@@ -223,7 +223,9 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs, std::span<const Te
                                    : fresh(st.results[i], k.outputs[i].sizes, k.outputs[i].strides,
                                            k.outputs[i].dtype);
       run_kernel(k, operands, st.results, slots);
-    } else if (on_device && (st.epilogue != nullptr || schema(st.op).kind != OpKind::view)) {
+    } else if (on_device &&
+               (st.epilogue != nullptr || (eager_on_host_ && schema(st.op).kind != OpKind::view))) {
+      const FactoryDevice host(Device::cpu()); // a factory among them makes its tensor there
       std::vector<Tensor> r = st.epilogue != nullptr
                                   ? std::vector<Tensor>{run_with_epilogue(
                                         st.op, *st.attrs, to_host(operands), *st.epilogue, nullptr)}
@@ -246,6 +248,8 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs, std::span<const Te
       slots[st.results[0]] =
           std::move(dispatch(st.op, operands, *st.attrs, std::span<Tensor>(&into_t, 1))[0]);
     } else {
+      // On a device, a factory makes its tensor there.
+      const FactoryDevice where(device_);
       std::vector<Tensor> r = dispatch(st.op, operands, *st.attrs);
       for (size_t k = 0; k < st.results.size(); ++k)
         slots[st.results[k]] = std::move(r[k]);

@@ -118,10 +118,13 @@ public:
   void set_memory(std::vector<Placement> placement, MemoryPlan summary);
   /// Makes the plan run on `device` (once built): every kernel gets its launch there, by its
   /// name, the constants move there, and the results and the arena are allocated there. Its
-  /// inputs must be there too. Steps that have no device code yet (library calls, eager
-  /// calls but views) run on the host: their operands come to the host and their results go
-  /// back (host_steps() counts them).
-  void run_on(Device device, std::span<const std::pair<std::string, DeviceLaunch>> launches);
+  /// inputs must be there too (CPU scalars move). Library calls have no device code yet: they
+  /// run on the host, their operands copied there and their results back. Eager calls
+  /// dispatch to the device's eager kernels, or, with `eager_on_host`, run on the host like
+  /// library calls (the device's eager kernels are single-op plans themselves).
+  /// host_steps() lists the steps that run on the host.
+  void run_on(Device device, std::span<const std::pair<std::string, DeviceLaunch>> launches,
+              bool eager_on_host = false);
   Device device() const { return device_; }
   /// Steps run_on sends to the host, one line each ("step 3: matmul").
   std::span<const std::string> host_steps() const { return host_steps_; }
@@ -164,6 +167,7 @@ private:
   std::vector<Placement> placement_; // per slot
   MemoryPlan memory_;
   Device device_ = Device::cpu();
+  bool eager_on_host_ = false;
   std::vector<std::string> host_steps_;
 };
 

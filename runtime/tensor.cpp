@@ -136,6 +136,7 @@ Tensor Tensor::to(Device d) const {
   }
   const Tensor src = device().is_cpu() ? contiguous() : *this;
   Tensor out = make_tensor(sizes(), dtype(), d);
+  out.impl().wrapped_number = impl().wrapped_number; // a C++ scalar operand stays one
   const size_t bytes = static_cast<size_t>(numel() * itemsize());
   if (bytes > 0) {
     if (d.is_cuda())

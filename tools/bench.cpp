@@ -25,6 +25,7 @@
 #include "frontend/version.h"
 #include "models/zoo.h"
 #include "runtime/allocator.h"
+#include "runtime/cuda/device.h"
 #include "runtime/grad_mode.h"
 #include "runtime/nn/activation.h"
 #include "runtime/nn/container.h"
@@ -56,6 +57,9 @@ constexpr const char* kUsage =
     "  --warmup N        untimed calls per mode first (default 2; compiled calls trace then)\n"
     "  --json FILE       also write the results as JSON (schema kiln.bench/1)\n"
     "  --list            list the workloads\n"
+    "  --device D        run the workloads on D (cuda, cuda:N): each call ends with a\n"
+    "                    synchronize, bandwidth is a share of a device-to-device copy measured\n"
+    "                    in the same run, and `compile` is not run (default: cpu)\n"
     "  --chain N,...     the chain lengths `compile` measures (default 100,200,400,800,1600,3200)\n"
     "  Compiles use a fresh kernel cache directory of their own (the user's is left alone).\n"
     "  `compile` measures the gpt's cold and warm first call (default mode; then max_autotune\n"
@@ -114,7 +118,10 @@ template <typename F, typename... T> Instance instance_of(F fn, T... args) {
 
 /// A module's forward (a registered model's, with `spec`) on an input, compiled with the
 /// module's guards.
-Instance module_instance(std::shared_ptr<nn::Module> m, Tensor x, const ModelSpec* spec = nullptr) {
+Instance module_instance(std::shared_ptr<nn::Module> m, Tensor x, Device device,
+                         const ModelSpec* spec = nullptr) {
+  m->to(device);
+  x = x.to(device);
   Instance in;
   nn::Module* mp = m.get();
   in.module = m;
@@ -136,7 +143,8 @@ struct Workload {
   std::string what;
   Bound bound = Bound::mixed;
   double bytes = 0; // the least memory traffic of one call (bandwidth-bound workloads)
-  std::function<Instance()> make;
+  /// The workload's instance with its tensors and module on `device`.
+  std::function<Instance(Device)> make;
 };
 
 zoo::GptConfig bench_gpt() { return {4096, 256, 4, 12, 768}; }
@@ -166,79 +174,83 @@ std::shared_ptr<nn::Module> mlp_gelu() {
 std::vector<Workload> workloads() {
   std::vector<Workload> w;
   const int64_t n = 16 << 20;
-  w.push_back({"pw-chain", "relu(x*2+y).sigmoid()*y, 16M f32", Bound::bandwidth, 3.0 * 4 * n, [n] {
+  w.push_back({"pw-chain", "relu(x*2+y).sigmoid()*y, 16M f32", Bound::bandwidth, 3.0 * 4 * n,
+               [n](Device d) {
                  manual_seed(0);
-                 Tensor x = randn({n}), y = randn({n});
+                 Tensor x = randn({n}).to(d), y = randn({n}).to(d);
                  return instance_of([](const Tensor& a,
                                        const Tensor& b) { return (relu(a * 2 + b)).sigmoid() * b; },
                                     x, y);
                }});
   w.push_back({"softmax", "softmax over rows of 4096x4096 f32", Bound::bandwidth,
-               2.0 * 4 * 4096 * 4096, [] {
+               2.0 * 4 * 4096 * 4096, [](Device d) {
                  manual_seed(0);
-                 Tensor x = randn({4096, 4096});
+                 Tensor x = randn({4096, 4096}).to(d);
                  return instance_of([](const Tensor& a) { return softmax(a, -1); }, x);
                }});
-  w.push_back({"layernorm", "layer_norm over rows of 4096x4096 f32, with weight and bias",
-               Bound::bandwidth, 2.0 * 4 * 4096 * 4096, [] {
-                 manual_seed(0);
-                 Tensor x = randn({4096, 4096}), g = randn({4096}), b = randn({4096});
-                 return instance_of([](const Tensor& a, const Tensor& w_,
-                                       const Tensor& b_) { return layer_norm(a, {4096}, w_, b_); },
-                                    x, g, b);
-               }});
   w.push_back(
-      {"mlp-gelu", "Linear 1024->4096, GELU, Linear 4096->1024, batch 512", Bound::gemm, 0, [] {
+      {"layernorm", "layer_norm over rows of 4096x4096 f32, with weight and bias", Bound::bandwidth,
+       2.0 * 4 * 4096 * 4096, [](Device d) {
          manual_seed(0);
-         auto m = mlp_gelu();
-         Tensor x = randn({512, 1024});
-         Instance in = module_instance(m, x);
-         // oneDNN's matmul primitive (kiln::matmul) on the two weights, nothing else.
-         Tensor w1 = m->named_parameters().at(0).second;
-         Tensor w2 = m->named_parameters().at(2).second;
-         in.reference = [x, w1, w2] { (void)matmul(matmul(x, w1.t()), w2.t()); };
-         return in;
+         Tensor x = randn({4096, 4096}).to(d), g = randn({4096}).to(d), b = randn({4096}).to(d);
+         return instance_of([](const Tensor& a, const Tensor& w_,
+                               const Tensor& b_) { return layer_norm(a, {4096}, w_, b_); },
+                            x, g, b);
        }});
+  w.push_back({"mlp-gelu", "Linear 1024->4096, GELU, Linear 4096->1024, batch 512", Bound::gemm, 0,
+               [](Device d) {
+                 manual_seed(0);
+                 auto m = mlp_gelu();
+                 Tensor x = randn({512, 1024});
+                 Instance in = module_instance(m, x, d);
+                 if (!d.is_cpu()) return in; // the reference is oneDNN's, a CPU library
+                 // oneDNN's matmul primitive (kiln::matmul) on the two weights, nothing else.
+                 Tensor w1 = m->named_parameters().at(0).second;
+                 Tensor w2 = m->named_parameters().at(2).second;
+                 in.reference = [x = x.to(d), w1, w2] { (void)matmul(matmul(x, w1.t()), w2.t()); };
+                 return in;
+               }});
   w.push_back({"attention",
                "causal scaled_dot_product_attention, 4x12 heads of 256 tokens, head 64 (gpt's)",
-               Bound::gemm, 0, [] {
+               Bound::gemm, 0, [](Device d) {
                  manual_seed(0);
-                 Tensor q = randn({4, 12, 256, 64}), k = randn({4, 12, 256, 64}),
-                        v = randn({4, 12, 256, 64});
+                 Tensor q = randn({4, 12, 256, 64}).to(d), k = randn({4, 12, 256, 64}).to(d),
+                        v = randn({4, 12, 256, 64}).to(d);
                  Instance in = instance_of(
                      [](const Tensor& q_, const Tensor& k_, const Tensor& v_) {
                        return scaled_dot_product_attention(q_, k_, v_, {}, 0.0, true);
                      },
                      q, k, v);
                  // Its two products alone on oneDNN, over every key (no mask, no softmax).
+                 if (!d.is_cpu()) return in;
                  in.reference = [q, k, v] { (void)matmul(matmul(q, k.transpose(-2, -1)), v); };
                  return in;
                }});
-  w.push_back(
-      {"gpt-block", "one GPT-2 decoder block, d 768, 12 heads, 4x256 tokens", Bound::mixed, 0, [] {
-         manual_seed(1);
-         zoo::GptConfig cfg = bench_gpt();
-         return module_instance(zoo::make_gpt_block(cfg, 0), randn({4, 256, cfg.embed}));
-       }});
-  w.push_back({"gpt", "GPT-2-style decoder, 4 blocks, d 768, 12 heads, vocab 4096, 4x256 tokens",
-               Bound::mixed, 0, [] {
-                 GptRun g = bench_gpt_run();
-                 return module_instance(g.model, g.tokens);
+  w.push_back({"gpt-block", "one GPT-2 decoder block, d 768, 12 heads, 4x256 tokens", Bound::mixed,
+               0, [](Device d) {
+                 manual_seed(1);
+                 zoo::GptConfig cfg = bench_gpt();
+                 return module_instance(zoo::make_gpt_block(cfg, 0), randn({4, 256, cfg.embed}), d);
                }});
-  w.push_back(
-      {"cnn", "the zoo's ResNet (conv-bn-relu, residual adds), 16x3x64x64", Bound::mixed, 0, [] {
-         ModelRegistry reg = zoo::registry();
-         const ModelSpec& spec = reg.get("cnn");
-         auto m = spec.make(0);
-         return module_instance(m, spec.make_input({16, 3, 64, 64}, DType::f32, 1));
-       }});
-  w.push_back(
-      {"latency-b1", "the zoo's mlp at batch 1: time per call is overhead", Bound::overhead, 0, [] {
-         ModelRegistry reg = zoo::registry();
-         const ModelSpec& spec = reg.get("mlp");
-         auto m = spec.make(0);
-         return module_instance(m, spec.make_input({1, 784}, DType::f32, 1));
-       }});
+  w.push_back({"gpt", "GPT-2-style decoder, 4 blocks, d 768, 12 heads, vocab 4096, 4x256 tokens",
+               Bound::mixed, 0, [](Device d) {
+                 GptRun g = bench_gpt_run();
+                 return module_instance(g.model, g.tokens, d);
+               }});
+  w.push_back({"cnn", "the zoo's ResNet (conv-bn-relu, residual adds), 16x3x64x64", Bound::mixed, 0,
+               [](Device d) {
+                 ModelRegistry reg = zoo::registry();
+                 const ModelSpec& spec = reg.get("cnn");
+                 auto m = spec.make(0);
+                 return module_instance(m, spec.make_input({16, 3, 64, 64}, DType::f32, 1), d);
+               }});
+  w.push_back({"latency-b1", "the zoo's mlp at batch 1: time per call is overhead", Bound::overhead,
+               0, [](Device d) {
+                 ModelRegistry reg = zoo::registry();
+                 const ModelSpec& spec = reg.get("mlp");
+                 auto m = spec.make(0);
+                 return module_instance(m, spec.make_input({1, 784}, DType::f32, 1), d);
+               }});
   return w;
 }
 
@@ -270,6 +282,23 @@ double stream_triad_gbs(int reps) {
     best = std::min(best, ms_since(t));
   }
   return 24.0 * double(n) / (best * 1e6);
+}
+
+/// A device-to-device copy of 256 MiB on `device`: the best of `reps`, in GB/s (each byte read
+/// once and written once).
+double device_copy_gbs(Device device, int reps) {
+  const int64_t n = (256 << 20) / 4;
+  Tensor src = full({n}, 1.0, TensorOptions().device(device));
+  Tensor dst = empty({n}, TensorOptions().device(device));
+  double best = 1e30;
+  for (int r = 0; r < reps + 1; ++r) {
+    cuda::synchronize(device.index);
+    auto t = Clock::now();
+    dst.copy_(src);
+    cuda::synchronize(device.index);
+    if (r > 0) best = std::min(best, ms_since(t)); // the first copy warms up
+  }
+  return 2.0 * 4 * double(n) / (best * 1e6);
 }
 
 std::string cpu_model() {
@@ -333,11 +362,22 @@ struct BenchOptions {
   bool list = false;
   std::vector<std::string> plugins;
   std::vector<int> chain{100, 200, 400, 800, 1600, 3200};
+  Device device = Device::cpu();
 };
 
 /// Times eager and every mode of one workload, interleaved: each repetition calls each in turn.
 std::vector<Row> run_workload(const Workload& w, const BenchOptions& o, Progress& progress) {
-  Instance in = w.make();
+  Instance in = w.make(o.device);
+  // On a device a call ends when its work does: each is followed by a synchronize.
+  const Device device = o.device;
+  auto synced = [device](std::function<void()> f) -> std::function<void()> {
+    if (device.is_cpu()) return f;
+    return [f = std::move(f), device] {
+      f();
+      cuda::synchronize(device.index);
+    };
+  };
+  in.eager = synced(in.eager);
   NoGradGuard no_grad;
   std::vector<std::string> names{"eager"};
   std::vector<std::function<void()>> calls{in.eager};
@@ -352,6 +392,7 @@ std::vector<Row> run_workload(const Workload& w, const BenchOptions& o, Progress
     CompileOptions co;
     co.mode = m;
     compiled.push_back(in.compile(co));
+    compiled.back().call = synced(compiled.back().call);
     names.emplace_back(mode_name(m));
     calls.push_back(compiled.back().call);
   }
@@ -363,7 +404,7 @@ std::vector<Row> run_workload(const Workload& w, const BenchOptions& o, Progress
     }
   // Peak memory of one call each (after warm-up: plans and caches already built).
   std::vector<size_t> peak(calls.size(), 0);
-  for (size_t k = 0; k < calls.size(); ++k) {
+  for (size_t k = 0; k < calls.size() && device.is_cpu(); ++k) {
     const size_t live = cpu_memory_stats().allocated;
     reset_cpu_peak_memory();
     calls[k]();
@@ -390,6 +431,7 @@ std::vector<Row> run_workload(const Workload& w, const BenchOptions& o, Progress
     CompileOptions co;
     co.mode = o.modes[m];
     co.profile = true;
+    if (!device.is_cpu()) continue; // static plans (and their profiles) are CPU plans
     Instance::Compiled c = in.compile(co);
     for (int i = 0; i < std::max(o.warmup, 2); ++i)
       c.call();
@@ -555,7 +597,15 @@ std::optional<CommandError> parse(std::span<const std::string_view> args, BenchO
       out = static_cast<int>(n);
       return std::nullopt;
     };
-    if (a == "--list") {
+    if (a.rfind("--device", 0) == 0) {
+      auto v = value("--device");
+      if (!v) return CommandError{"--device needs a device (cpu, cuda, cuda:N)", 2};
+      try {
+        o.device = Device::parse(*v);
+      } catch (const Error& e) {
+        return CommandError{e.message(), 2};
+      }
+    } else if (a == "--list") {
       o.list = true;
     } else if (a.rfind("--modes", 0) == 0) {
       auto v = value("--modes");
@@ -663,9 +713,9 @@ int bench_main(std::span<const std::string_view> args) {
     Workload w;
     w.id = name;
     w.what = spec->summary + " (default input)";
-    w.make = [spec] {
+    w.make = [spec](Device d) {
       return module_instance(spec->make(0),
-                             spec->make_input(spec->input_shape, spec->input_dtype, 1), spec);
+                             spec->make_input(spec->input_shape, spec->input_dtype, 1), d, spec);
     };
     chosen.push_back(w);
   }
@@ -677,12 +727,22 @@ int bench_main(std::span<const std::string_view> args) {
   ::setenv("KILN_CACHE_DIR", cache_dir.c_str(), 1);
 
   const int threads = get_num_threads();
-  std::cout << "kiln bench " << version() << ": " << cpu_model() << ", " << threads
-            << " threads; median of " << o.reps << " interleaved runs (min..max)\n";
+  const bool on_device = !o.device.is_cpu();
+  const std::string device_name = on_device ? cuda::device_name(o.device.index) : "";
+  if (on_device) with_compile = false; // the compile curves are the CPU pipeline's
+  std::cout << "kiln bench " << version() << ": " << cpu_model() << ", " << threads << " threads"
+            << (on_device ? "; on " + o.device.str() + " (" + device_name + ")" : "")
+            << "; median of " << o.reps << " interleaved runs (min..max)\n";
   bool any_bandwidth = std::any_of(chosen.begin(), chosen.end(),
                                    [](const Workload& w) { return w.bound == Bound::bandwidth; });
-  double stream = any_bandwidth ? stream_triad_gbs(10) : 0;
-  if (any_bandwidth) std::cout << "reference: STREAM triad " << num(stream) << " GB/s\n";
+  // The bandwidth reference: a STREAM triad on the CPU, a device-to-device copy on a device.
+  const std::string reference_name = on_device ? "device copy" : "STREAM";
+  double stream = !any_bandwidth ? 0
+                  : on_device    ? device_copy_gbs(o.device, 10)
+                                 : stream_triad_gbs(10);
+  if (any_bandwidth)
+    std::cout << "reference: " << (on_device ? "device-to-device copy " : "STREAM triad ")
+              << num(stream) << " GB/s\n";
 
   int64_t total = 0;
   for (size_t k = 0; k < chosen.size(); ++k)
@@ -732,7 +792,7 @@ int bench_main(std::span<const std::string_view> args) {
     if (current->bound == Bound::bandwidth && r.t.median > 0) {
       double gbs = r.bytes / (r.t.median * 1e6);
       ref << std::fixed << std::setprecision(1) << gbs << " GB/s = " << std::setprecision(0)
-          << 100 * gbs / stream << "% of STREAM";
+          << 100 * gbs / stream << "% of " << reference_name;
     } else if (current->bound == Bound::gemm && reference_ms > 0 && r.mode != "onednn-alone") {
       ref << std::fixed << std::setprecision(0) << 100 * reference_ms / r.t.median
           << "% of oneDNN alone";
@@ -812,7 +872,10 @@ int bench_main(std::span<const std::string_view> args) {
     MemoryStats mem = cpu_memory_stats();
     js << "{\n  \"schema\": \"kiln.bench/1\",\n  \"runner\": \"kiln\",\n  \"version\": "
        << json::quote(version()) << ",\n  \"machine\": {\"cpu\": " << json::quote(cpu_model())
-       << ", \"threads\": " << threads << "},\n  \"reference\": {\"stream_triad_gbs\": "
+       << ", \"threads\": " << threads
+       << (on_device ? ", \"device\": " + json::quote(device_name) : std::string())
+       << "},\n  \"reference\": {"
+       << (on_device ? "\"device_copy_gbs\": " : "\"stream_triad_gbs\": ")
        << (stream > 0 ? num(stream) : std::string("null"))
        << "},\n  \"peak_cpu_bytes\": " << mem.peak_allocated << ",\n  \"results\": [";
     for (size_t k = 0; k < rows.size(); ++k) {

@@ -3,7 +3,11 @@ kiln's modes, with the same shapes, thread count, warm-up and interleaved repeti
 `kiln bench`, and the same JSON schema (kiln.bench/1, runner "torch"). Run by bench/peers/run.
 
     python torch_bench.py [WORKLOAD ...] [--modes M,M,...] [--reps N] [--warmup N]
-                          [--threads N] [--json FILE] [--chain N,N,...]
+                          [--threads N] [--json FILE] [--chain N,N,...] [--device D]
+
+--device cuda runs the workloads on the GPU as `kiln bench --device cuda` does: every timed call
+ends with torch.cuda.synchronize(), there is no oneDNN-alone row, `compile` is not run, and the
+bandwidth reference is a device-to-device copy of 256 MiB measured in the same run.
 
 --modes takes kiln's names (default: all three):
   default          torch.compile(mode="default"), row mode "torch.compile" (bench/compare's peer)
@@ -196,10 +200,26 @@ def workloads():
     return w
 
 
+DEVICE = "cpu"  # --device
+
+
 def ms(f):
+    if DEVICE != "cpu":
+        torch.cuda.synchronize()
     t = time.perf_counter()
     f()
+    if DEVICE != "cpu":
+        torch.cuda.synchronize()
     return (time.perf_counter() - t) * 1e3
+
+
+def device_copy_gbs(reps=10):
+    """A device-to-device copy of 256 MiB: the best of reps, in GB/s (read once, written once)."""
+    src = torch.ones((256 << 20) // 4, device=DEVICE)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    best = min(ms(lambda: dst.copy_(src)) for _ in range(reps))
+    return 2.0 * src.numel() * 4 / (best * 1e6)
 
 
 def summarize(samples):
@@ -349,10 +369,12 @@ def compile_mode(mode, fn, inputs, warmup):
 
 
 def run(args):
+    global DEVICE
+    DEVICE = args.device
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     table = workloads()
-    names = args.workloads or list(table) + ["compile"]
+    names = args.workloads or list(table) + (["compile"] if DEVICE == "cpu" else [])
     results, failed, notes = [], [], []
     compile_info = None
 
@@ -371,6 +393,10 @@ def run(args):
                 sys.exit(f"torch_bench: unknown workload {name!r}")
             bound, nbytes, make = table[name]
             fn, inputs, reference = make()
+            if DEVICE != "cpu":  # the same numbers, moved; the reference is oneDNN's (CPU)
+                fn = fn.to(DEVICE) if isinstance(fn, nn.Module) else fn
+                inputs = tuple(t.to(DEVICE) for t in inputs)
+                reference = None
             base = [("eager", lambda: fn(*inputs))]
             if reference is not None:
                 base.append(("onednn-alone", reference))
@@ -495,9 +521,14 @@ def run(args):
                     break
     except OSError:
         pass
+    machine = {"cpu": cpu, "threads": args.threads}
     out = {"schema": "kiln.bench/1", "runner": "torch", "version": torch.__version__,
-           "machine": {"cpu": cpu, "threads": args.threads}, "results": results,
-           "notes": notes}
+           "machine": machine, "results": results, "notes": notes}
+    if DEVICE != "cpu":
+        machine["device"] = torch.cuda.get_device_name(torch.device(DEVICE))
+        out["reference"] = {"device_copy_gbs": device_copy_gbs()}
+        print(f"reference: device-to-device copy {out['reference']['device_copy_gbs']:.1f} GB/s",
+              flush=True)
     if failed:
         out["failed"] = failed
     try:
@@ -529,6 +560,7 @@ def main():
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--json")
+    p.add_argument("--device", default="cpu", help="cpu (the default) or cuda[:N]")
     p.add_argument("--chain", type=lambda v: [int(n) for n in v.split(",") if n],
                    default=[100, 200, 400, 800, 1600, 3200],
                    help="chain lengths for `compile` (kiln bench compile's chain)")

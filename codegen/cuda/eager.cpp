@@ -20,14 +20,6 @@ namespace {
 
 std::atomic<int64_t> g_compiled{0}, g_host_fallbacks{0};
 
-/// t on `device`; a wrapped number stays one (its dtype promotes as a C++ scalar's).
-Tensor moved(const Tensor& t, Device device) {
-  if (t.device() == device) return t;
-  Tensor m = t.to(device);
-  m.impl().wrapped_number = t.impl().wrapped_number;
-  return m;
-}
-
 /// The op run by its CPU kernel on host copies of the operands, the results copied to
 /// `device`.
 std::vector<Tensor> on_host(Op op, std::span<const Tensor> inputs, const Attrs& attrs,
@@ -35,7 +27,7 @@ std::vector<Tensor> on_host(Op op, std::span<const Tensor> inputs, const Attrs& 
   ++g_host_fallbacks;
   std::vector<Tensor> host;
   for (const Tensor& t : inputs)
-    host.push_back(moved(t, Device::cpu()));
+    host.push_back(t.to(Device::cpu()));
   std::vector<Tensor> results;
   for (const TensorMeta& m : metas)
     results.push_back(make_tensor(m.sizes, m.dtype));
@@ -74,11 +66,11 @@ public:
     ++g_compiled;
     LowerOptions lo;
     lo.target = &target(device);
+    lo.eager_on_host = true; // these plans are the eager kernels
     Expected<CompiledGraph> cg = lower(std::move(g), lo);
     Compiled c;
-    // Code the CUDA target cannot make (an interpreter plan on the host) runs on the host.
-    if (cg && cg->plan.device() == device)
-      c.graph = std::make_unique<CompiledGraph>(std::move(*cg));
+    // What the CUDA target cannot compile (the interpreter's plan) runs on the host.
+    if (cg && cg->fallback.empty()) c.graph = std::make_unique<CompiledGraph>(std::move(*cg));
     return graphs_.emplace(key, std::move(c)).first->second.graph.get();
   }
 
@@ -147,7 +139,7 @@ std::vector<Tensor> run(Op op, std::span<const Tensor> inputs, const Attrs& attr
   for (const Tensor& t : inputs) {
     KILN_CHECK(t.device() == device || t.dim() == 0, op_name(op), ": operands on two devices (",
                t.device(), " and ", device, ")");
-    on_device.push_back(moved(t, device));
+    on_device.push_back(t.to(device));
   }
   for (const Tensor& t : out)
     KILN_CHECK(t.device() == device, op_name(op), ": an out= tensor on ", t.device(),

@@ -1,8 +1,9 @@
 // The CUDA code generator without a GPU: every kernel the zoo models generate, as CUDA C++
 // (codegen/cuda/cuda_source.h) compiled by NVRTC for sm_90: no NVRTC error, one kernel per
-// loop-IR kernel, and ptxas's report under the limits below. (The diff suite runs
-// under KILN_CHECK_CUDA=sm_90 too: test/CMakeLists.txt, `cuda.nvrtc.diff`.) Launching them
-// needs the device runtime, which is not built yet.
+// loop-IR kernel, and ptxas's report under the limits below (the diff suite runs under
+// KILN_CHECK_CUDA=sm_90 too: test/CMakeLists.txt, `cuda.nvrtc.diff`); and each kernel's source
+// built as host C++ and run under every GPU schedule against the CPU's kernels. Launches on a
+// device: test_cuda_device.cpp.
 #include <dlfcn.h>
 
 #include <cmath>
@@ -21,6 +22,7 @@
 #include "ir/kernel/parser.h"
 #include "ir/parser.h"
 #include "models/zoo.h"
+#include "runtime/cuda/device.h"
 #include "runtime/half.h"
 #include "temp_dir.h"
 
@@ -108,8 +110,8 @@ TEST_CASE("cuda: every zoo model's kernels compile with NVRTC for sm_90, within 
   }
 }
 
-TEST_CASE(
-    "cuda: the CUDA target compiles into the kernel cache's blobs and says it cannot launch") {
+TEST_CASE("cuda: the CUDA target compiles into the kernel cache's blobs, and loads them only on "
+          "a device") {
   if (!codegen::cuda::built_with_cuda()) {
     WARN("kiln was built without CUDA: the NVRTC checks are skipped");
     return;
@@ -135,9 +137,17 @@ TEST_CASE(
   lo.target = &codegen::cuda::cuda_target();
   Expected<codegen::CompiledGraph> cg = codegen::lower(std::move(*g), lo);
   REQUIRE(cg);
-  // Compiled (or found in the cache), then refused at load: the graph runs on the interpreter.
-  CHECK_THAT(cg->fallback, Catch::Contains("cannot launch CUDA kernels yet"));
-  CHECK(cg->plan.kernels().empty());
+  // Compiled (or found in the cache); without a device, refused at load, so the graph runs
+  // on the interpreter; with one, a plan on the device.
+  if (cuda::is_available()) {
+    CHECK(cg->fallback.empty());
+    CHECK(cg->plan.device() == Device::cuda(0));
+    CHECK(cg->plan.kernels().size() == 3);
+  } else {
+    CHECK_THAT(cg->fallback, Catch::Contains("no CUDA device to run them"));
+    CHECK(cg->plan.kernels().empty());
+    CHECK(cg->plan.device().is_cpu());
+  }
   Expected<codegen::cuda::CudaBlob> bad = codegen::cuda::split_cuda_blob("KILNCUDA\x01");
   CHECK_FALSE(bad);
   CHECK_FALSE(codegen::cuda::cuda_target().check("not a blob"));

@@ -1,0 +1,152 @@
+// Tensors, eager ops and compiled graphs on a CUDA device (tag [cuda]): against the CPU by the
+// f64 reference rule, bit for bit where the numbers are the CPU's (random ops, integers).
+// Without a device each test says so and passes; `ctest -L cuda` runs them on the emulated
+// device ($KILN_CUDA_EMULATE=1, runtime/cuda/device.h), and scripts/gpu-check on a GPU.
+#include "codegen/cuda/eager.h"
+#include "frontend_testing.h"
+#include "models/zoo.h"
+#include "runtime/cuda/device.h"
+#include "runtime/random.h"
+
+using namespace kiln;
+
+namespace {
+
+/// Whether a CUDA device is there; if not, a visible warning (the test then passes).
+bool have_device() {
+  if (cuda::is_available()) return true;
+  WARN("no CUDA device, the [cuda] test is skipped: " << cuda::unavailable_reason());
+  return false;
+}
+
+const Device kCuda = Device::cuda(0);
+
+Tensor host(const Tensor& t) { return t.to(Device::cpu()); }
+
+void check_model_on_cuda(const ModelSpec& spec, const std::string& backend, bool train, Mode mode) {
+  INFO(spec.name << " on backend " << backend << (train ? " (train)" : " (eval)") << " in mode "
+                 << mode_name(mode));
+  // Three copies with the same weights: on the device (compiled), on the CPU, in f64.
+  std::shared_ptr<nn::Module> m = spec.make(0), ref = spec.make(0), ref64 = spec.make(0);
+  ref64->to(DType::f64);
+  for (nn::Module* mod : {m.get(), ref.get(), ref64.get()})
+    mod->train(train);
+  m->to(kCuda);
+  CompileOptions o;
+  o.backend = backend;
+  o.mode = mode;
+  nn::Module* mp = m.get();
+  auto f = compile([&spec, mp](const Tensor& x) { return run_model(spec, *mp, x); }, o);
+  for (uint64_t call = 0; call < 2; ++call) {
+    Tensor x = spec.make_input(spec.input_shape, spec.input_dtype, 100 + call);
+    Tensor want = run_model(spec, *ref, x);
+    Tensor want64 = run_model(spec, *ref64, to_f64(std::span<const Tensor>(&x, 1))[0]);
+    Tensor got = f(x.to(kCuda));
+    CHECK(got.device() == kCuda);
+    KILN_REQUIRE_ACCURATE(host(got), want, want64);
+    for (auto& [name, b] : ref->named_buffers()) {
+      INFO("buffer " << name);
+      KILN_REQUIRE_ACCURATE(host(m->state_dict().at(name)), b, ref64->state_dict().at(name));
+    }
+  }
+  if (backend == "kiln") CHECK(f.stats().kernels > 0);
+}
+
+} // namespace
+
+TEST_CASE("cuda device: every zoo model compiled on CUDA equals CPU eager", "[cuda]") {
+  if (!have_device()) return;
+  ModelRegistry zoo = zoo::registry();
+  for (const ModelSpec& spec : zoo.models()) {
+    check_model_on_cuda(spec, "kiln", false, Mode::default_);
+    check_model_on_cuda(spec, "interpreter", false, Mode::default_);
+    check_model_on_cuda(spec, "kiln", true, Mode::reduce_overhead);
+  }
+}
+
+TEST_CASE("cuda device: every zoo model eagerly on CUDA equals CPU eager", "[cuda]") {
+  if (!have_device()) return;
+  ModelRegistry zoo = zoo::registry();
+  for (const ModelSpec& spec : zoo.models()) {
+    INFO(spec.name);
+    std::shared_ptr<nn::Module> m = spec.make(0), ref = spec.make(0), ref64 = spec.make(0);
+    ref64->to(DType::f64);
+    m->to(kCuda);
+    NoGradGuard no_grad;
+    Tensor x = spec.make_input(spec.input_shape, spec.input_dtype, 7);
+    const codegen::cuda::EagerCounters before = codegen::cuda::eager_counters();
+    Tensor got = run_model(spec, *m, x.to(kCuda));
+    CHECK(got.device() == kCuda);
+    KILN_REQUIRE_ACCURATE(host(got), run_model(spec, *ref, x),
+                          run_model(spec, *ref64, to_f64(std::span<const Tensor>(&x, 1))[0]));
+    // A second call compiles nothing more: every op's single-op graph is kept.
+    const codegen::cuda::EagerCounters after = codegen::cuda::eager_counters();
+    (void)run_model(spec, *m, x.to(kCuda));
+    CHECK(codegen::cuda::eager_counters().compiled == after.compiled);
+    CHECK(after.compiled >= before.compiled);
+  }
+}
+
+TEST_CASE("cuda device: eager ops on views, dtypes, reductions and in-place writes", "[cuda]") {
+  if (!have_device()) return;
+  Tensor a = randn({5, 37}), b = randn({37}), i = randint(-4, 5, {5, 37}, DType::i32);
+  Tensor ad = a.to(kCuda), bd = b.to(kCuda), id = i.to(kCuda);
+  // Broadcast over a transposed view, a scalar operand, and the result's device.
+  Tensor t = ad.transpose(0, 1);
+  CHECK(t.device() == kCuda);
+  KILN_REQUIRE_CLOSE(
+      host(t * 2.5 + bd.unsqueeze(1)),
+      [](const Tensor& x, const Tensor& y) { return x.transpose(0, 1) * 2.5 + y.unsqueeze(1); }, a,
+      b);
+  KILN_REQUIRE_CLOSE(
+      host(exp(ad).sum({1})), [](const Tensor& x) { return exp(x).sum({1}); }, a);
+  KILN_REQUIRE_CLOSE(
+      host(softmax(ad, 1)), [](const Tensor& x) { return softmax(x, 1); }, a);
+  KILN_REQUIRE_BITWISE(host(argmax(id, 1)), argmax(i, 1));
+  KILN_REQUIRE_BITWISE(host(id * id - id), i * i - i);
+  KILN_REQUIRE_BITWISE(host(ad.to(DType::f16)), a.to(DType::f16));
+  KILN_REQUIRE_BITWISE(host(ad > 0.5), a > 0.5);
+  // In place: a contiguous destination, a cast into it, and a strided one (a column).
+  Tensor c = a.clone(), cd = ad.clone();
+  c.add_(b);
+  cd.add_(bd);
+  KILN_REQUIRE_BITWISE(host(cd), c);
+  Tensor h = zeros({5, 37}, DType::f16),
+         hd = zeros({5, 37}, TensorOptions(DType::f16).device(kCuda));
+  h.copy_(a);
+  hd.copy_(ad);
+  KILN_REQUIRE_BITWISE(host(hd), h);
+  Tensor col = c.select(1, 3), cold = cd.select(1, 3);
+  col.mul_(-1.0);
+  cold.mul_(-1.0);
+  KILN_REQUIRE_BITWISE(host(cd), c);
+}
+
+TEST_CASE("cuda device: factories and random ops on CUDA; random draws the CPU's numbers",
+          "[cuda]") {
+  if (!have_device()) return;
+  const TensorOptions on_cuda = TensorOptions().device(kCuda);
+  KILN_REQUIRE_BITWISE(host(zeros({3, 4}, on_cuda)), zeros({3, 4}));
+  KILN_REQUIRE_BITWISE(host(full({7}, 1.5, on_cuda)), full({7}, 1.5));
+  KILN_REQUIRE_BITWISE(host(arange(11, TensorOptions(DType::i64).device(kCuda))), arange(11));
+  manual_seed(5);
+  Tensor r = randn({64}, on_cuda);
+  const uint64_t offset = default_generator().offset();
+  manual_seed(5);
+  KILN_REQUIRE_BITWISE(host(r), randn({64}));
+  CHECK(default_generator().offset() == offset);
+}
+
+TEST_CASE("cuda device: operands on two devices are an error naming both", "[cuda]") {
+  if (!have_device()) return;
+  Tensor a = ones({3}), ad = a.to(kCuda);
+  CHECK_THROWS_WITH(ad + ones({3}),
+                    Catch::Contains("add") && Catch::Contains("cuda:0") && Catch::Contains("cpu"));
+  // A CPU scalar goes with any device.
+  KILN_REQUIRE_BITWISE(host(ad * full({}, 3.0)), a * 3.0);
+  auto f = compile([](const Tensor& x) { return x + 1.0; });
+  Tensor y = f(ad);
+  CHECK(y.device() == kCuda);
+  KILN_REQUIRE_BITWISE(host(y), a + 1.0);
+  CHECK(cuda::memory_stats().allocated > 0);
+}
