@@ -157,11 +157,11 @@ Expected<LoadedCode> CudaTarget::load(std::string_view blob,
     const GpuLaunch launch = gpu_launch(k);
     const int64_t n = k.outer_numel();
     const size_t index = code.launches.size();
-    const kiln::cuda::Module* m = module.get(); // kept alive by code.library, then the plan
     const size_t num_buffers = k.buffers.size();
-    code.launches.push_back([m, index, launch, n, num_buffers](char* const* buffers) {
-      m->launch(index, std::span<char* const>(buffers, num_buffers), n,
-                static_cast<unsigned>(launch.blocks(n)), static_cast<unsigned>(launch.threads));
+    code.launches.push_back([module, index, launch, n, num_buffers](char* const* buffers) {
+      module->launch(index, std::span<char* const>(buffers, num_buffers), n,
+                     static_cast<unsigned>(launch.blocks(n)),
+                     static_cast<unsigned>(launch.threads));
     });
   }
   return code;

@@ -124,6 +124,12 @@ bool shares_storage_with(const Tensor& r, std::span<const Tensor> inputs) {
 std::vector<Tensor> run(Op op, std::span<const Tensor> inputs, const Attrs& attrs,
                         std::span<const TensorMeta> metas, std::span<Tensor> out) {
   TracerScope untraced(nullptr);
+  if (op == Op::copy && out.size() == 1 && inputs.size() == 1 &&
+      inputs[0].device() != out[0].device()) {
+    // copy_ across devices: the source moves to the destination's device first.
+    const Tensor src = inputs[0].to(out[0].device());
+    return dispatch(op, std::span<const Tensor>(&src, 1), attrs, out);
+  }
   // What runs below on the host (the pipeline's constant folding, host steps) makes its
   // tensors there.
   const FactoryDevice host(Device::cpu());
@@ -144,6 +150,17 @@ std::vector<Tensor> run(Op op, std::span<const Tensor> inputs, const Attrs& attr
   for (const Tensor& t : out)
     KILN_CHECK(t.device() == device, op_name(op), ": an out= tensor on ", t.device(),
                " for a result on ", device);
+  // A copy between two contiguous tensors of one dtype (apart) is the device's own copy.
+  if (op == Op::copy && out.size() == 1 && on_device[0].device() == device &&
+      !shares_storage_with(out[0], std::span<const Tensor>(on_device.data(), 1)) &&
+      on_device[0].dtype() == out[0].dtype() && on_device[0].sizes() == out[0].sizes() &&
+      on_device[0].is_contiguous() && out[0].is_contiguous()) {
+    const size_t bytes = static_cast<size_t>(out[0].numel() * out[0].itemsize());
+    if (bytes > 0)
+      kiln::cuda::detail::copy_on_device(out[0].raw_data(), on_device[0].raw_data(), bytes, device);
+    out[0].impl().storage->bump_version();
+    return {out[0]};
+  }
   std::vector<Tensor> results;
   if (schema(op).kind == OpKind::random) {
     results = on_host(op, on_device, attrs, metas, device);

@@ -238,9 +238,11 @@ public:
     }
   }
   ~DriverModule() override {
-    Driver& d = driver();
-    d.use(index_);
-    (void)d.module_unload(module_); // nothing to do about a failure at unload
+    try {
+      driver().use(index_);
+      (void)driver().module_unload(module_); // nothing to do about a failure at unload
+    } catch (const Error&) {                 // the context is gone (at exit): so is the module
+    }
   }
   void launch(size_t kernel, std::span<char* const> buffers, int64_t n, unsigned blocks,
               unsigned threads) const override {

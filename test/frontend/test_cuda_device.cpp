@@ -120,9 +120,15 @@ TEST_CASE("cuda device: eager ops on views, dtypes, reductions and in-place writ
   col.mul_(-1.0);
   cold.mul_(-1.0);
   KILN_REQUIRE_BITWISE(host(cd), c);
+  // copy_ across devices, both ways.
+  Tensor back = zeros({5, 37});
+  back.copy_(cd);
+  KILN_REQUIRE_BITWISE(back, c);
+  cd.copy_(a);
+  KILN_REQUIRE_BITWISE(host(cd), a);
 }
 
-TEST_CASE("cuda device: factories and random ops on CUDA; random draws the CPU's numbers",
+TEST_CASE("cuda device: factories and random ops on CUDA (random draws the CPU's numbers)",
           "[cuda]") {
   if (!have_device()) return;
   const TensorOptions on_cuda = TensorOptions().device(kCuda);
