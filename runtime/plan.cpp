@@ -139,8 +139,8 @@ void Plan::run_on(Device device, std::span<const std::pair<std::string, DeviceLa
   for (size_t k = 0; k < steps_.size(); ++k) {
     const Step& st = steps_[k];
     KILN_CHECK(st.attention == nullptr, "plan: attention steps do not run on ", device);
-    if (st.kernel < 0 &&
-        (st.epilogue != nullptr || (eager_on_host && schema(st.op).kind != OpKind::view)))
+    if (st.kernel < 0 && eager_on_host &&
+        (st.epilogue != nullptr || schema(st.op).kind != OpKind::view))
       host_steps_.push_back("step " + std::to_string(k) + ": " + std::string(op_name(st.op)) +
                             (st.epilogue != nullptr ? " + " + st.epilogue->str() : ""));
   }
@@ -223,8 +223,8 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs, std::span<const Te
                                    : fresh(st.results[i], k.outputs[i].sizes, k.outputs[i].strides,
                                            k.outputs[i].dtype);
       run_kernel(k, operands, st.results, slots);
-    } else if (on_device &&
-               (st.epilogue != nullptr || (eager_on_host_ && schema(st.op).kind != OpKind::view))) {
+    } else if (on_device && eager_on_host_ &&
+               (st.epilogue != nullptr || schema(st.op).kind != OpKind::view)) {
       const FactoryDevice host(Device::cpu()); // a factory among them makes its tensor there
       std::vector<Tensor> r = st.epilogue != nullptr
                                   ? std::vector<Tensor>{run_with_epilogue(

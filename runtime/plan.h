@@ -118,10 +118,11 @@ public:
   void set_memory(std::vector<Placement> placement, MemoryPlan summary);
   /// Makes the plan run on `device` (once built): every kernel gets its launch there, by its
   /// name, the constants move there, and the results and the arena are allocated there. Its
-  /// inputs must be there too (CPU scalars move). Library calls have no device code yet: they
-  /// run on the host, their operands copied there and their results back. Eager calls
-  /// dispatch to the device's eager kernels, or, with `eager_on_host`, run on the host like
-  /// library calls (the device's eager kernels are single-op plans themselves).
+  /// inputs must be there too (CPU scalars move). Library calls run with device operands
+  /// (run_with_epilogue: cuBLASLt for matmuls, the post-ops it does not fuse and what it cannot
+  /// take on the device's eager kernels), and eager calls dispatch to the device's eager
+  /// kernels. With `eager_on_host`, both run on the host instead, their operands copied there
+  /// and their results back: the device's eager kernels are single-op plans themselves.
   /// host_steps() lists the steps that run on the host.
   void run_on(Device device, std::span<const std::pair<std::string, DeviceLaunch>> launches,
               bool eager_on_host = false);

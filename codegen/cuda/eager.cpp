@@ -5,11 +5,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "codegen/cuda/cuda_target.h"
 #include "codegen/lower.h"
 #include "ir/builder.h"
 #include "ir/printer.h"
+#include "runtime/cuda/blas.h"
 #include "runtime/cuda/device.h"
 #include "runtime/ops/dispatch.h"
 #include "runtime/tensor_impl.h"
@@ -162,7 +164,12 @@ std::vector<Tensor> run(Op op, std::span<const Tensor> inputs, const Attrs& attr
     return {out[0]};
   }
   std::vector<Tensor> results;
-  if (schema(op).kind == OpKind::random) {
+  size_t fused = 0;
+  std::optional<Tensor> blas;
+  if (op == Op::matmul &&
+      (blas = kiln::cuda::blas_matmul(on_device[0], on_device[1], {}, {}, &fused))) {
+    results = {std::move(*blas)};
+  } else if (schema(op).kind == OpKind::random) {
     results = on_host(op, on_device, attrs, metas, device);
   } else if (const CompiledGraph* cg = cache().get(op, on_device, attrs, device)) {
     if (!cg->plan.host_steps().empty()) ++g_host_fallbacks; // a library call, for now

@@ -2,6 +2,9 @@
 // primitive with post-ops, or the same ops one by one through dispatch.
 #include "runtime/epilogue.h"
 
+#include <optional>
+
+#include "runtime/cuda/blas.h"
 #include "runtime/error.h"
 #include "runtime/kernels/onednn.h"
 #include "runtime/ops.h"
@@ -51,6 +54,8 @@ namespace {
   if (!kernels::onednn_enabled() || ep.dtype != DType::f32 ||
       (op != Op::matmul && op != Op::conv2d) || numel_of(ep.sizes) == 0)
     return false;
+  for (const Tensor& t : operands)
+    if (!t.device().is_cpu()) return false; // a CPU library
   for (const Tensor& t : operands.first(ep.contraction_operands))
     if (t.numel() == 0) return false;
   return true;
@@ -70,8 +75,16 @@ Tensor run_with_epilogue(Op op, const Attrs& attrs, std::span<const Tensor> oper
       return dst;
   }
 #endif
-  Tensor y = dispatch1(op, operands.first(ep.contraction_operands), attrs);
-  for (const PostOp& p : ep.ops) {
+  // On a CUDA device a matmul goes to cuBLASLt with the post-ops it fuses; the rest run one by
+  // one on the device's eager kernels.
+  Tensor y;
+  size_t fused = 0;
+  if (op == Op::matmul && operands[0].device().is_cuda())
+    if (std::optional<Tensor> r =
+            cuda::blas_matmul(operands[0], operands[1], ep.ops, operands, &fused))
+      y = std::move(*r);
+  if (!y.defined()) y = dispatch1(op, operands.first(ep.contraction_operands), attrs);
+  for (const PostOp& p : std::span<const PostOp>(ep.ops).subspan(fused)) {
     switch (p.kind) {
     case PostOp::Kind::relu: y = dispatch1(Op::relu, {y}); break;
     case PostOp::Kind::sigmoid: y = dispatch1(Op::sigmoid, {y}); break;
@@ -87,7 +100,7 @@ Tensor run_with_epilogue(Op op, const Attrs& attrs, std::span<const Tensor> oper
     }
   }
   if (!out && ep.strides.empty()) return y;
-  Tensor dst = out ? *out : empty_with_layout(ep.sizes, ep.strides, ep.dtype);
+  Tensor dst = out ? *out : empty_with_layout(ep.sizes, ep.strides, ep.dtype, y.device());
   dispatch(Op::copy, std::span<const Tensor>(&y, 1), {}, std::span<Tensor>(&dst, 1));
   return dst;
 }

@@ -5,6 +5,7 @@
 #include "codegen/cuda/eager.h"
 #include "frontend_testing.h"
 #include "models/zoo.h"
+#include "runtime/cuda/blas.h"
 #include "runtime/cuda/device.h"
 #include "runtime/random.h"
 
@@ -155,4 +156,33 @@ TEST_CASE("cuda device: operands on two devices are an error naming both", "[cud
   CHECK(y.device() == kCuda);
   KILN_REQUIRE_BITWISE(host(y), a + 1.0);
   CHECK(cuda::memory_stats().allocated > 0);
+}
+
+TEST_CASE("cuda device: matmul in every layout, batched, and with its epilogue compiled",
+          "[cuda]") {
+  if (!have_device()) return;
+  INFO("cuBLASLt: " << (cuda::blas_available() ? std::string("yes")
+                                               : "no, " + cuda::blas_unavailable_reason()));
+  Tensor a = randn({6, 40}), b = randn({40, 24}), bt = randn({24, 40}), bias = randn({24});
+  Tensor a3 = randn({3, 6, 40}), b3 = randn({3, 40, 24});
+  auto mm = [](const Tensor& x, const Tensor& y) { return matmul(x, y); };
+  // Row-major, a transposed view on either side, a batch, a batch over one matrix.
+  KILN_REQUIRE_CLOSE(host(matmul(a.to(kCuda), b.to(kCuda))), mm, a, b);
+  KILN_REQUIRE_CLOSE(
+      host(matmul(a.to(kCuda), bt.to(kCuda).t())),
+      [](const Tensor& x, const Tensor& y) { return matmul(x, y.t()); }, a, bt);
+  KILN_REQUIRE_CLOSE(
+      host(matmul(b.to(kCuda).t(), a.to(kCuda).t())),
+      [](const Tensor& x, const Tensor& y) { return matmul(x.t(), y.t()); }, b, a);
+  KILN_REQUIRE_CLOSE(host(matmul(a3.to(kCuda), b3.to(kCuda))), mm, a3, b3);
+  KILN_REQUIRE_CLOSE(host(matmul(a3.to(kCuda), b.to(kCuda))), mm, a3, b);
+  // f16 operands compute in f32 and round once.
+  Tensor h = a.to(DType::f16), hb = b.to(DType::f16);
+  KILN_REQUIRE_CLOSE(host(matmul(h.to(kCuda), hb.to(kCuda))), mm, h, hb);
+  // Compiled: linear + bias + relu, and a scale and tanh-gelu: library epilogues.
+  auto f = [](const Tensor& x, const Tensor& w, const Tensor& c) {
+    return relu(matmul(x, w.t()) + c) + gelu(matmul(x, w.t()) * 0.5, "tanh");
+  };
+  auto cf = compile(f);
+  KILN_REQUIRE_CLOSE(host(cf(a.to(kCuda), bt.to(kCuda), bias.to(kCuda))), f, a, bt, bias);
 }
