@@ -140,11 +140,11 @@ struct CompiledFunction::State {
                        ir::print(traced));
     using codegen::Stage;
     codegen::LowerOptions lo;
-    // A graph over CUDA tensors is compiled for CUDA (its kernels launch on cuda:0).
-    const bool on_cuda =
-        std::any_of(traced.inputs().begin(), traced.inputs().end(),
-                    [](const ir::Value* v) { return v->type().device().is_cuda(); });
-    if (on_cuda) lo.target = &codegen::cuda::cuda_target();
+    // A graph over CUDA tensors is compiled for their device.
+    auto cuda_input = std::find_if(traced.inputs().begin(), traced.inputs().end(),
+                                   [](const ir::Value* v) { return v->type().device().is_cuda(); });
+    const bool on_cuda = cuda_input != traced.inputs().end();
+    if (on_cuda) lo.target = &codegen::cuda::cuda_target((*cuda_input)->type().device().index);
     lo.simplify = options.backend != "eager";
     lo.generate_code = options.backend == "kiln";
     lo.schedule = schedule;

@@ -130,13 +130,18 @@ Allocator& allocator_for(Device d) {
   Allocator* a = slot(d.type);
   KILN_CHECK(a != nullptr, "device ", d,
              " is not available: kiln was built or run without its backend");
-  return *a;
+  return a->on(d.index);
 }
 
 void register_allocator(DeviceType type, Allocator* alloc) { slot(type) = alloc; }
 
 Storage::Storage(size_t nbytes, Device device)
     : nbytes_(nbytes), device_(device), allocator_(&allocator_for(device)) {
+  data_ = allocator_->allocate(nbytes);
+}
+
+Storage::Storage(size_t nbytes, Allocator& allocator)
+    : nbytes_(nbytes), device_(allocator.device()), allocator_(&allocator) {
   data_ = allocator_->allocate(nbytes);
 }
 

@@ -19,6 +19,12 @@ public:
   virtual void* allocate(size_t nbytes) = 0;
   virtual void deallocate(void* ptr, size_t nbytes) = 0;
   virtual Device device() const = 0;
+  /// The allocator of device `index` of this allocator's type (a type with several devices
+  /// registers one allocator that hands out each device's).
+  virtual Allocator& on(int index) {
+    (void)index;
+    return *this;
+  }
 };
 
 inline constexpr size_t kCpuAlignment = 64;
@@ -56,6 +62,7 @@ void empty_cpu_cache();
 class Storage {
 public:
   Storage(size_t nbytes, Device device);                 // allocates
+  Storage(size_t nbytes, Allocator& allocator);          // allocates from `allocator`
   Storage(void* external, size_t nbytes, Device device); // borrows; never freed
   ~Storage();
   Storage(const Storage&) = delete;
@@ -64,6 +71,8 @@ public:
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  /// Where its bytes come from (null when borrowed).
+  const Allocator* allocator() const { return allocator_; }
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 

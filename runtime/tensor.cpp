@@ -117,8 +117,7 @@ Tensor Tensor::to(DType t) const { return kiln::to(*this, t); }
 Tensor Tensor::to(Device d) const {
   if (d == device()) return *this;
   KILN_CHECK(!is_traced(), "to: moving a traced tensor to ", d, " (not in compiled code yet)");
-  KILN_CHECK(device().is_cpu() || d.is_cpu(), "to: copies from ", device(), " to ", d,
-             " (between two devices) are not built yet");
+  if (!device().is_cpu() && !d.is_cpu()) return to(Device::cpu()).to(d); // through the host
   if (!device().is_cpu() && !is_contiguous()) {
     // A strided device tensor: the span of its storage it covers comes to the host, and the
     // host makes it contiguous.

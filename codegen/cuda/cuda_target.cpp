@@ -6,6 +6,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <sstream>
 
 #include "codegen/cuda/cuda_source.h"
@@ -167,12 +170,19 @@ Expected<LoadedCode> CudaTarget::load(std::string_view blob,
   return code;
 }
 
-const CudaTarget& cuda_target() {
-  static const CudaTarget target = [] {
+const CudaTarget& cuda_target(int index) {
+  KILN_CHECK(index >= 0 && index < 64, "cuda_target: no device cuda:", index);
+  static std::mutex mu;
+  static std::map<int, std::unique_ptr<CudaTarget>>* targets =
+      new std::map<int, std::unique_ptr<CudaTarget>>(); // never destroyed: plans point at them
+  std::lock_guard lock(mu);
+  std::unique_ptr<CudaTarget>& t = (*targets)[index];
+  if (!t) {
     const char* env = std::getenv("KILN_CUDA_ARCH");
-    return CudaTarget(env != nullptr && *env != '\0' ? env : "sm_90");
-  }();
-  return target;
+    t = std::make_unique<CudaTarget>(env != nullptr && *env != '\0' ? env : "sm_90",
+                                     Device::cuda(index));
+  }
+  return *t;
 }
 
 } // namespace kiln::codegen::cuda

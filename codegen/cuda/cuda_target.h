@@ -45,7 +45,7 @@ struct CudaBlob {
 };
 Expected<CudaBlob> split_cuda_blob(std::string_view blob);
 
-/// The target for $KILN_CUDA_ARCH, else sm_90.
-const CudaTarget& cuda_target();
+/// The target of device `index` for $KILN_CUDA_ARCH, else sm_90.
+const CudaTarget& cuda_target(int index = 0);
 
 } // namespace kiln::codegen::cuda

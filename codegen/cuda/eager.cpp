@@ -67,7 +67,7 @@ public:
     if (it != graphs_.end()) return it->second.graph.get();
     ++g_compiled;
     LowerOptions lo;
-    lo.target = &target(device);
+    lo.target = &cuda_target(device.index);
     lo.eager_on_host = true; // these plans are the eager kernels
     Expected<CompiledGraph> cg = lower(std::move(g), lo);
     Compiled c;
@@ -77,16 +77,8 @@ public:
   }
 
 private:
-  const CudaTarget& target(Device device) {
-    if (device.index == 0) return cuda_target();
-    std::unique_ptr<CudaTarget>& t = targets_[device.index];
-    if (!t) t = std::make_unique<CudaTarget>(cuda_target().arch(), device);
-    return *t;
-  }
-
   std::mutex mu_;
   std::map<std::string, Compiled> graphs_;
-  std::map<int, std::unique_ptr<CudaTarget>> targets_;
 };
 
 Cache& cache() {

@@ -280,7 +280,8 @@ std::optional<Tensor> blas_matmul(const Tensor& a, const Tensor& b,
   if (found == 0) return std::nullopt; // no kernel for these layouts: the caller's way
   l.check(l.matmul(l.lt, ds.op, &alpha, b.raw_data(), ds.a, a2.raw_data(), ds.b, &beta,
                    out.raw_data(), ds.d, out.raw_data(), ds.d, &result.algo, l.workspace.raw_data(),
-                   static_cast<size_t>(Lt::kWorkspaceBytes), nullptr),
+                   static_cast<size_t>(Lt::kWorkspaceBytes),
+                   static_cast<cudaStream_t>(current_stream(0).handle())),
           what);
   *fused = i;
   return out;

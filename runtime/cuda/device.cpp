@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -14,6 +15,8 @@
 
 #include "runtime/allocator.h"
 #include "runtime/error.h"
+#include "runtime/tensor.h"
+#include "runtime/tensor_impl.h"
 
 #if KILN_HAVE_CUDA
 #include <cuda.h>
@@ -46,6 +49,19 @@ struct Driver {
   decltype(&::cuModuleUnload) module_unload = nullptr;
   decltype(&::cuModuleGetFunction) module_get_function = nullptr;
   decltype(&::cuLaunchKernel) launch_kernel = nullptr;
+  decltype(&::cuStreamCreate) stream_create = nullptr;
+  decltype(&::cuStreamDestroy) stream_destroy = nullptr;
+  decltype(&::cuStreamSynchronize) stream_synchronize = nullptr;
+  decltype(&::cuEventCreate) event_create = nullptr;
+  decltype(&::cuEventDestroy) event_destroy = nullptr;
+  decltype(&::cuEventRecord) event_record = nullptr;
+  decltype(&::cuEventSynchronize) event_synchronize = nullptr;
+  decltype(&::cuEventQuery) event_query = nullptr;
+  decltype(&::cuEventElapsedTime) event_elapsed = nullptr;
+  decltype(&::cuMemHostAlloc) host_alloc = nullptr;
+  decltype(&::cuMemFreeHost) host_free = nullptr;
+  decltype(&::cuMemcpyHtoDAsync) memcpy_htod_async = nullptr;
+  decltype(&::cuMemcpyDtoHAsync) memcpy_dtoh_async = nullptr;
   bool emulated = false;           // $KILN_CUDA_EMULATE: cuda:0 is the emulated device
   std::vector<CUcontext> contexts; // primary context per device, retained at first use
 
@@ -58,8 +74,8 @@ struct Driver {
   Driver() {
     if (const char* e = std::getenv("KILN_CUDA_EMULATE");
         e != nullptr && *e != '\0' && std::string_view(e) != "0") {
-      emulated = true;
-      devices = 1;
+      emulated = true; // KILN_CUDA_EMULATE=N: N devices (1 for any other value)
+      devices = std::clamp(std::atoi(e), 1, 8);
       return;
     }
     handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -77,7 +93,15 @@ struct Driver {
         !find(memcpy_dtod, "cuMemcpyDtoDAsync_v2") || !find(get_error_name, "cuGetErrorName") ||
         !find(device_get_name, "cuDeviceGetName") || !find(module_load_data, "cuModuleLoadData") ||
         !find(module_unload, "cuModuleUnload") ||
-        !find(module_get_function, "cuModuleGetFunction") || !find(launch_kernel, "cuLaunchKernel"))
+        !find(module_get_function, "cuModuleGetFunction") ||
+        !find(launch_kernel, "cuLaunchKernel") || !find(stream_create, "cuStreamCreate") ||
+        !find(stream_destroy, "cuStreamDestroy_v2") ||
+        !find(stream_synchronize, "cuStreamSynchronize") || !find(event_create, "cuEventCreate") ||
+        !find(event_destroy, "cuEventDestroy_v2") || !find(event_record, "cuEventRecord") ||
+        !find(event_synchronize, "cuEventSynchronize") || !find(event_query, "cuEventQuery") ||
+        !find(event_elapsed, "cuEventElapsedTime_v2") || !find(host_alloc, "cuMemHostAlloc") ||
+        !find(host_free, "cuMemFreeHost") || !find(memcpy_htod_async, "cuMemcpyHtoDAsync_v2") ||
+        !find(memcpy_dtoh_async, "cuMemcpyDtoHAsync_v2"))
       return;
     if (CUresult r = init(0); r != CUDA_SUCCESS) {
       reason = "the CUDA driver does not initialise (" + name(r) + ")";
@@ -164,15 +188,36 @@ private:
   int index_;
 };
 
-/// The runtime's Allocator for CUDA: a caching allocator per device.
+/// The runtime's Allocator for CUDA: a caching allocator per device, each behind an Allocator
+/// of its own (on(index)).
 class CudaAllocator final : public Allocator {
 public:
-  void* allocate(size_t nbytes) override { return allocate_on(0, nbytes); }
-  void deallocate(void* ptr, size_t) override { pools_.at(0)->deallocate(ptr); }
-  Device device() const override { return Device::cuda(0); }
+  class OnDevice final : public Allocator {
+  public:
+    OnDevice(CudaAllocator& all, int index) : all_(all), index_(index) {}
+    void* allocate(size_t nbytes) override {
+      return all_.allocate_on(index_, nbytes,
+                              reinterpret_cast<uintptr_t>(current_stream(index_).handle()));
+    }
+    void deallocate(void* ptr, size_t) override { all_.pool(index_).deallocate(ptr); }
+    Device device() const override { return Device::cuda(index_); }
 
-  void* allocate_on(int index, size_t nbytes) {
-    void* p = pool(index).allocate(nbytes);
+  private:
+    CudaAllocator& all_;
+    int index_;
+  };
+
+  void* allocate(size_t nbytes) override { return on(0).allocate(nbytes); }
+  void deallocate(void* ptr, size_t) override { pool(0).deallocate(ptr); }
+  Device device() const override { return Device::cuda(0); }
+  Allocator& on(int index) override {
+    (void)pool(index); // checks the index
+    std::lock_guard lock(mu_);
+    return *on_[static_cast<size_t>(index)];
+  }
+
+  void* allocate_on(int index, size_t nbytes, uintptr_t stream) {
+    void* p = pool(index).allocate(nbytes, stream);
     if (p == nullptr)
       throw Error::without_location("CUDA out of memory: " + std::to_string(nbytes) +
                                     " bytes on cuda:" + std::to_string(index) + "\n" +
@@ -181,10 +226,12 @@ public:
   }
   CachingAllocator& pool(int index) {
     std::lock_guard lock(mu_);
-    KILN_CHECK(index >= 0 && index < driver().devices, "cuda:", index, " does not exist");
+    KILN_CHECK(index >= 0 && index < driver().devices, "cuda:", index, " does not exist (",
+               driver().devices, " CUDA devices)");
     if (pools_.size() <= static_cast<size_t>(index)) {
       raws_.resize(static_cast<size_t>(index) + 1);
       pools_.resize(static_cast<size_t>(index) + 1);
+      on_.resize(static_cast<size_t>(index) + 1);
     }
     auto& p = pools_[static_cast<size_t>(index)];
     if (!p) {
@@ -193,6 +240,7 @@ public:
       else
         raws_[static_cast<size_t>(index)] = std::make_unique<DriverMemory>(index);
       p = std::make_unique<CachingAllocator>(*raws_[static_cast<size_t>(index)]);
+      on_[static_cast<size_t>(index)] = std::make_unique<OnDevice>(*this, index);
     }
     return *p;
   }
@@ -201,6 +249,7 @@ private:
   std::mutex mu_;
   std::vector<std::unique_ptr<RawMemory>> raws_;
   std::vector<std::unique_ptr<CachingAllocator>> pools_;
+  std::vector<std::unique_ptr<OnDevice>> on_;
 };
 
 CudaAllocator& cuda_allocator() {
@@ -254,8 +303,9 @@ public:
       params.push_back(const_cast<char**>(&b));
     long long points = n;
     params.push_back(&points);
-    d.check(d.launch_kernel(functions_.at(kernel), blocks, 1, 1, threads, 1, 1, 0, nullptr,
-                            params.data(), nullptr),
+    d.check(d.launch_kernel(functions_.at(kernel), blocks, 1, 1, threads, 1, 1, 0,
+                            static_cast<CUstream>(current_stream(index_).handle()), params.data(),
+                            nullptr),
             "launching CUDA kernel " + names_.at(kernel) + " (" + std::to_string(blocks) + " x " +
                 std::to_string(threads) + " threads, " + std::to_string(n) + " points)");
   }
@@ -386,6 +436,208 @@ std::string memory_summary(int index) {
   return "no CUDA memory on " + name + ": " + unavailable_reason() + "\n";
 }
 
+// ---- streams and events ----
+
+namespace {
+/// Per thread, the current stream of each device that has one other than its default.
+thread_local std::vector<std::pair<int, Stream>> t_streams;
+} // namespace
+
+Stream Stream::create(int index) {
+  Driver& d = driver();
+  KILN_CHECK(is_available(), "cuda::Stream::create: ", d.reason);
+  d.use(index);
+#if KILN_HAVE_CUDA
+  if (d.emulated) { // work on the emulated device is done when queued: any handle will do
+    auto token = std::make_shared<char>(0);
+    return Stream(token, token.get(), index);
+  }
+  CUstream s = nullptr;
+  d.check(d.stream_create(&s, CU_STREAM_NON_BLOCKING),
+          "cuStreamCreate(cuda:" + std::to_string(index) + ")");
+  std::shared_ptr<void> owned(s, [index](void* h) {
+    try {
+      driver().use(index);
+      (void)driver().stream_destroy(static_cast<CUstream>(h));
+    } catch (const Error&) { // the context is gone (at exit): so is the stream
+    }
+  });
+  return Stream(std::move(owned), s, index);
+#else
+  return Stream(nullptr, nullptr, index);
+#endif
+}
+
+Stream Stream::default_stream(int index) { return Stream(nullptr, nullptr, index); }
+
+void Stream::synchronize() const {
+  Driver& d = driver();
+  KILN_CHECK(is_available(), "cuda::Stream::synchronize: ", d.reason);
+  d.use(device_);
+#if KILN_HAVE_CUDA
+  if (d.emulated) return;
+  d.check(d.stream_synchronize(static_cast<CUstream>(handle_)),
+          "cuStreamSynchronize(cuda:" + std::to_string(device_) + ")");
+#endif
+}
+
+Stream current_stream(int index) {
+  for (const auto& [device, s] : t_streams)
+    if (device == index) return s;
+  return Stream::default_stream(index);
+}
+
+StreamGuard::StreamGuard(const Stream& s) : previous_(current_stream(s.device())) {
+  for (auto& [device, current] : t_streams)
+    if (device == s.device()) {
+      current = s;
+      return;
+    }
+  t_streams.emplace_back(s.device(), s);
+}
+
+StreamGuard::~StreamGuard() {
+  for (auto& [device, current] : t_streams)
+    if (device == previous_.device()) current = previous_;
+}
+
+Event::Event(int index) : device_(index) {
+  Driver& d = driver();
+  KILN_CHECK(is_available(), "cuda::Event: ", d.reason);
+  d.use(index);
+#if KILN_HAVE_CUDA
+  if (d.emulated) return;
+  CUevent e = nullptr;
+  d.check(d.event_create(&e, CU_EVENT_DEFAULT),
+          "cuEventCreate(cuda:" + std::to_string(index) + ")");
+  event_ = e;
+#endif
+}
+
+Event::~Event() {
+#if KILN_HAVE_CUDA
+  if (event_ == nullptr) return;
+  try {
+    driver().use(device_);
+    (void)driver().event_destroy(static_cast<CUevent>(event_));
+  } catch (const Error&) {
+  }
+#endif
+}
+
+void Event::record(const Stream& s) {
+  KILN_CHECK(s.device() == device_, "cuda::Event of cuda:", device_,
+             " recorded on a stream of cuda:", s.device());
+  Driver& d = driver();
+  d.use(device_);
+  if (event_ == nullptr) { // the emulated device: its work is done when queued
+    host_ms_ = std::chrono::duration<double, std::milli>(
+                   std::chrono::steady_clock::now().time_since_epoch())
+                   .count();
+    return;
+  }
+#if KILN_HAVE_CUDA
+  d.check(d.event_record(static_cast<CUevent>(event_), static_cast<CUstream>(s.handle())),
+          "cuEventRecord");
+#endif
+}
+
+void Event::synchronize() const {
+#if KILN_HAVE_CUDA
+  if (event_ == nullptr) return;
+  driver().use(device_);
+  driver().check(driver().event_synchronize(static_cast<CUevent>(event_)), "cuEventSynchronize");
+#endif
+}
+
+bool Event::query() const {
+#if KILN_HAVE_CUDA
+  if (event_ == nullptr) return true;
+  driver().use(device_);
+  const CUresult r = driver().event_query(static_cast<CUevent>(event_));
+  if (r == CUDA_ERROR_NOT_READY) return false;
+  driver().check(r, "cuEventQuery");
+#endif
+  return true;
+}
+
+float Event::elapsed_ms(const Event& end) const {
+  if (event_ == nullptr || end.event_ == nullptr) {
+    KILN_CHECK(host_ms_ >= 0 && end.host_ms_ >= 0,
+               "cuda::Event::elapsed_ms: an event not recorded");
+    return static_cast<float>(end.host_ms_ - host_ms_);
+  }
+  float ms = 0;
+#if KILN_HAVE_CUDA
+  driver().use(device_);
+  driver().check(
+      driver().event_elapsed(&ms, static_cast<CUevent>(event_), static_cast<CUevent>(end.event_)),
+      "cuEventElapsedTime");
+#endif
+  return ms;
+}
+
+// ---- pinned host memory ----
+
+namespace {
+/// Page-locked host memory from the driver (plain host memory on the emulated device).
+class PinnedAllocator final : public Allocator {
+public:
+  void* allocate(size_t nbytes) override {
+    Driver& d = driver();
+    d.use(0);
+#if KILN_HAVE_CUDA
+    if (!d.emulated) {
+      void* p = nullptr;
+      d.check(d.host_alloc(&p, std::max<size_t>(nbytes, 1), CU_MEMHOSTALLOC_PORTABLE),
+              "cuMemHostAlloc(" + std::to_string(nbytes) + " bytes)");
+      return p;
+    }
+#endif
+    return std::malloc(std::max<size_t>(nbytes, 1));
+  }
+  void deallocate(void* ptr, size_t) override {
+#if KILN_HAVE_CUDA
+    if (!driver().emulated) {
+      try {
+        driver().use(0);
+        (void)driver().host_free(ptr);
+      } catch (const Error&) {
+      }
+      return;
+    }
+#endif
+    std::free(ptr);
+  }
+  Device device() const override { return Device::cpu(); }
+};
+
+PinnedAllocator& pinned_allocator() {
+  static PinnedAllocator* a = new PinnedAllocator();
+  return *a;
+}
+} // namespace
+
+Tensor pin_memory(const Tensor& t) {
+  KILN_CHECK(t.device().is_cpu(), "pin_memory: a ", t.device(), " tensor (only CPU tensors pin)");
+  KILN_CHECK(is_available(), "pin_memory: ", driver().reason);
+  const Tensor src = t.contiguous();
+  const size_t bytes = static_cast<size_t>(src.numel() * src.itemsize());
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = src.sizes();
+  impl->strides = contiguous_strides(src.sizes());
+  impl->dtype = src.dtype();
+  impl->device = Device::cpu();
+  impl->storage = std::make_shared<Storage>(bytes, pinned_allocator());
+  if (bytes > 0) std::memcpy(impl->storage->data(), src.raw_data(), bytes);
+  return Tensor(std::move(impl));
+}
+
+bool is_pinned(const Tensor& t) {
+  return t.defined() && t.impl().storage != nullptr &&
+         t.impl().storage->allocator() == &pinned_allocator();
+}
+
 namespace detail {
 
 void ensure_backend() {
@@ -405,8 +657,11 @@ void copy_to_device(void* dst, const void* src, size_t bytes, Device device) {
     std::memcpy(dst, src, bytes);
     return;
   }
-  d.check(d.memcpy_htod(reinterpret_cast<CUdeviceptr>(dst), src, bytes),
-          "copy of " + std::to_string(bytes) + " bytes to " + device.str());
+  // On the current stream, then waited for: the source may go as soon as this returns.
+  CUstream s = static_cast<CUstream>(current_stream(device.index).handle());
+  const std::string what = "copy of " + std::to_string(bytes) + " bytes to " + device.str();
+  d.check(d.memcpy_htod_async(reinterpret_cast<CUdeviceptr>(dst), src, bytes, s), what);
+  d.check(d.stream_synchronize(s), what);
 #else
   (void)dst, (void)src, (void)bytes, (void)device;
 #endif
@@ -421,8 +676,10 @@ void copy_to_host(void* dst, const void* src, size_t bytes, Device device) {
     std::memcpy(dst, src, bytes);
     return;
   }
-  d.check(d.memcpy_dtoh(dst, reinterpret_cast<CUdeviceptr>(src), bytes),
-          "copy of " + std::to_string(bytes) + " bytes from " + device.str());
+  CUstream s = static_cast<CUstream>(current_stream(device.index).handle());
+  const std::string what = "copy of " + std::to_string(bytes) + " bytes from " + device.str();
+  d.check(d.memcpy_dtoh_async(dst, reinterpret_cast<CUdeviceptr>(src), bytes, s), what);
+  d.check(d.stream_synchronize(s), what);
 #else
   (void)dst, (void)src, (void)bytes, (void)device;
 #endif
@@ -438,7 +695,7 @@ void copy_on_device(void* dst, const void* src, size_t bytes, Device device) {
     return;
   }
   d.check(d.memcpy_dtod(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src),
-                        bytes, nullptr),
+                        bytes, static_cast<CUstream>(current_stream(device.index).handle())),
           "copy of " + std::to_string(bytes) + " bytes on " + device.str());
 #else
   (void)dst, (void)src, (void)bytes, (void)device;

@@ -3,11 +3,11 @@
 // machines without a GPU driver, where is_available() is false and using a CUDA tensor is an
 // error that says why.
 //
-// The emulated device: with $KILN_CUDA_EMULATE=1 (read at first use), cuda:0 is kiln's own
-// stand-in instead of the driver's. Its memory is host memory, its kernels are the generated
-// CUDA source built as host C++ (codegen/cuda/cuda_source.h), run block after block with each
-// thread a fiber. It runs everything above the driver (the device plan, launch geometry, the
-// cross-thread reductions, copies) on machines without a GPU; the tests of the `cuda.emulated`
+// The emulated device: with $KILN_CUDA_EMULATE=1 (read at first use; =N for N devices),
+// cuda:0 is kiln's own stand-in instead of the driver's. Its memory is host memory, its kernels are
+// the generated CUDA source built as host C++ (codegen/cuda/cuda_source.h), run block after block
+// with each thread a fiber. It runs everything above the driver (the device plan, launch geometry,
+// the cross-thread reductions, copies) on machines without a GPU; the tests of the `cuda.emulated`
 // label run on it. It is no model of the device's speed.
 #pragma once
 
@@ -19,6 +19,10 @@
 
 #include "runtime/cuda/caching_allocator.h"
 #include "runtime/device.h"
+
+namespace kiln {
+class Tensor;
+}
 
 namespace kiln::cuda {
 
@@ -34,6 +38,81 @@ void synchronize(int index = 0);
 bool emulated();
 /// The device's name ("NVIDIA H200", "kiln emulated device").
 std::string device_name(int index = 0);
+
+/// A stream of device work: what is queued on one stream runs in order, and work on two
+/// streams may overlap. Kiln queues its kernels, library calls and copies on the thread's
+/// current stream (current_stream; the device's default stream unless a StreamGuard says
+/// otherwise), and its caching allocator reuses a freed block only on the stream it was
+/// allocated on. A tensor used on another stream than its own must outlive that work
+/// (synchronize first), as PyTorch's record_stream would otherwise see to.
+class Stream {
+public:
+  /// A new stream on device `index` (non-blocking: it does not wait for the default stream).
+  static Stream create(int index = 0);
+  /// The device's default stream.
+  static Stream default_stream(int index = 0);
+  int device() const { return device_; }
+  /// The driver's handle (CUstream; null for the default stream).
+  void* handle() const { return handle_; }
+  /// Waits until the work queued on it is done.
+  void synchronize() const;
+  friend bool operator==(const Stream& a, const Stream& b) {
+    return a.handle_ == b.handle_ && a.device_ == b.device_;
+  }
+
+private:
+  Stream(std::shared_ptr<void> owned, void* handle, int device)
+      : owned_(std::move(owned)), handle_(handle), device_(device) {}
+  std::shared_ptr<void> owned_; // destroys the stream with its last copy
+  void* handle_ = nullptr;
+  int device_ = 0;
+};
+
+/// The stream kiln queues work for device `index` on, on this thread.
+Stream current_stream(int index = 0);
+
+/// Makes `s` the current stream of its device on this thread for the guard's scope.
+class StreamGuard {
+public:
+  explicit StreamGuard(const Stream& s);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+private:
+  Stream previous_;
+};
+
+/// A marker in a stream's work: recorded, waited for, and timed against another.
+class Event {
+public:
+  /// On device `index`, with timing.
+  explicit Event(int index = 0);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  /// Marks the point the stream's queued work has reached.
+  void record(const Stream& s);
+  void record() { record(current_stream(device_)); }
+  /// Waits until the work before the mark is done.
+  void synchronize() const;
+  /// Whether it is.
+  bool query() const;
+  /// Milliseconds from this event to `end` (both recorded and done).
+  float elapsed_ms(const Event& end) const;
+
+private:
+  int device_;
+  void* event_ = nullptr; // CUevent
+  double host_ms_ = -1;   // the emulated device's: the host clock at record()
+};
+
+/// A copy of CPU tensor t in pinned (page-locked) host memory: copies between it and a
+/// device go by DMA without a staging copy. A tensor from the emulated device's host memory
+/// is pinned in name only.
+Tensor pin_memory(const Tensor& t);
+/// Whether t's storage is pinned host memory.
+bool is_pinned(const Tensor& t);
 
 /// What a module is loaded from: a cubin for the device's architecture, its PTX (the driver
 /// compiles it when the cubin does not load), and, for the emulated device, the same kernels

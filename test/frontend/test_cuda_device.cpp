@@ -186,3 +186,64 @@ TEST_CASE("cuda device: matmul in every layout, batched, and with its epilogue c
   auto cf = compile(f);
   KILN_REQUIRE_CLOSE(host(cf(a.to(kCuda), bt.to(kCuda), bias.to(kCuda))), f, a, bt, bias);
 }
+
+TEST_CASE("cuda device: a second device has its own memory, kernels and compiled graphs",
+          "[cuda]") {
+  if (!have_device()) return;
+  if (cuda::device_count() < 2) {
+    WARN("one CUDA device: the second-device checks are skipped");
+    return;
+  }
+  const Device second = Device::cuda(1);
+  Tensor a = randn({4, 33});
+  Tensor d1 = a.to(second);
+  CHECK(d1.device() == second);
+  const size_t before = cuda::memory_stats(1).allocated;
+  Tensor e = exp(d1) * 2.0;
+  CHECK(e.device() == second);
+  CHECK(cuda::memory_stats(1).allocated > before);
+  KILN_REQUIRE_CLOSE(
+      host(e), [](const Tensor& x) { return exp(x) * 2.0; }, a);
+  auto f = compile([](const Tensor& x) { return softmax(x, 1); });
+  Tensor y = f(d1);
+  CHECK(y.device() == second);
+  KILN_REQUIRE_CLOSE(
+      host(y), [](const Tensor& x) { return softmax(x, 1); }, a);
+  // From one device to the other (through the host), and mixing them is an error.
+  Tensor d0 = d1.to(kCuda);
+  CHECK(d0.device() == kCuda);
+  KILN_REQUIRE_BITWISE(host(d0), a);
+  CHECK_THROWS_WITH(d0 + d1, Catch::Contains("cuda:0") && Catch::Contains("cuda:1"));
+  CHECK_THROWS_WITH(zeros({2}, TensorOptions().device(Device::cuda(cuda::device_count()))),
+                    Catch::Contains("does not exist"));
+}
+
+TEST_CASE("cuda device: streams, events and pinned memory", "[cuda]") {
+  if (!have_device()) return;
+  cuda::Stream s = cuda::Stream::create();
+  CHECK(s.device() == 0);
+  CHECK_FALSE(s == cuda::Stream::default_stream());
+  CHECK(cuda::current_stream() == cuda::Stream::default_stream());
+  Tensor a = randn({1000});
+  Tensor pinned = cuda::pin_memory(a);
+  CHECK(cuda::is_pinned(pinned));
+  CHECK_FALSE(cuda::is_pinned(a));
+  KILN_REQUIRE_BITWISE(pinned, a);
+  CHECK_THROWS_WITH(cuda::pin_memory(a.to(kCuda)), Catch::Contains("only CPU tensors pin"));
+  cuda::Event start, end;
+  Tensor y;
+  {
+    cuda::StreamGuard guard(s);
+    CHECK(cuda::current_stream() == s);
+    start.record();
+    y = exp(pinned.to(kCuda)) + 1.0; // queued on s
+    end.record();
+  }
+  CHECK(cuda::current_stream() == cuda::Stream::default_stream());
+  end.synchronize();
+  CHECK(end.query());
+  CHECK(start.elapsed_ms(end) >= 0);
+  s.synchronize();
+  KILN_REQUIRE_CLOSE(
+      host(y), [](const Tensor& x) { return exp(x) + 1.0; }, a);
+}
