@@ -9,6 +9,8 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "codegen/cache.h"
@@ -233,24 +235,62 @@ std::unique_ptr<ir::Graph> reduction_graph(const ir::Node& n, const ir::Type& x,
 
 } // namespace
 
-int64_t split_chunks(const ir::Node& n) {
+namespace {
+
+/// A sum, amax or amin over the last dim of its one input: (rows, row length); else nothing.
+std::optional<std::pair<int64_t, int64_t>> last_dim_rows(const ir::Node& n) {
   if ((n.op() != Op::sum && n.op() != Op::amax && n.op() != Op::amin) || n.num_inputs() != 1)
-    return 0;
+    return std::nullopt;
   const ir::Type& x = n.input(0)->type();
   const int64_t rank = static_cast<int64_t>(x.sizes().size());
-  if (x.dtype() != DType::f32 || rank == 0 || !x.device().is_cpu()) return 0;
+  if (rank == 0) return std::nullopt;
   const std::vector<int64_t>& dims = n.attrs().ints(0);
   const bool last_only =
       (dims.size() == 1 && (dims[0] == rank - 1 || dims[0] == -1)) || (dims.empty() && rank == 1);
-  if (!last_only) return 0;
+  if (!last_only) return std::nullopt;
   const int64_t row = x.sizes().back();
-  const int64_t rows = row == 0 ? 0 : numel_of(x.sizes()) / row;
+  return std::pair<int64_t, int64_t>{row == 0 ? 0 : numel_of(x.sizes()) / row, row};
+}
+
+} // namespace
+
+int64_t split_chunks(const ir::Node& n) {
+  const std::optional<std::pair<int64_t, int64_t>> geometry = last_dim_rows(n);
+  const ir::Type& x = n.input(0)->type();
+  if (!geometry || x.dtype() != DType::f32 || !x.device().is_cpu()) return 0;
+  const auto [rows, row] = *geometry;
   const int64_t threads = get_num_threads();
   if (rows == 0 || rows >= 2 * threads || row < kMinSplitRow) return 0;
   // The fewest chunks that give every thread two, as a divisor of the row.
   for (int64_t c = (2 * threads + rows - 1) / rows; c <= 64 * threads; ++c)
     if (row % c == 0 && row / c >= 1024) return c;
   return 0;
+}
+
+int64_t device_split_chunks(const ir::Node& n) {
+  const std::optional<std::pair<int64_t, int64_t>> geometry = last_dim_rows(n);
+  if (!geometry) return 0;
+  const ir::Type& x = n.input(0)->type();
+  if (x.device().is_cpu() || !is_floating(x.dtype()) || !x.is_contiguous()) return 0;
+  const auto [rows, row] = *geometry;
+  if (rows == 0 || rows >= kDeviceSplitGroups || row < kMinSplitRow) return 0;
+  // Chunks of at least 1024 (four points per thread of a block), as many as make
+  // kDeviceSplitGroups groups if the row has them: the largest divisor of the row up to that.
+  const int64_t want = std::min((kDeviceSplitGroups + rows - 1) / rows, row / 1024);
+  for (int64_t c = want; c >= 2; --c)
+    if (row % c == 0) return c;
+  return 0;
+}
+
+SplitChoices split_for_device(ir::Graph& g) {
+  SplitChoices r;
+  std::vector<std::pair<ir::Node*, int64_t>> chosen;
+  for (ir::Node* n : g.nodes())
+    if (const int64_t chunks = device_split_chunks(*n); chunks > 0) chosen.emplace_back(n, chunks);
+  for (auto [n, chunks] : chosen)
+    replace(g, n, [&](ir::Builder& b) { return split_form(b, *n, n->input(0), chunks); });
+  r.considered = r.split = static_cast<int64_t>(chosen.size());
+  return r;
 }
 
 std::string split_key(const Target& target, Op op, const ir::Type& x, int64_t chunks) {

@@ -63,6 +63,16 @@ struct SplitChoices {
 /// The chunks an eligible reduction node is split into (see above); 0 when it is not one.
 int64_t split_chunks(const ir::Node& n);
 
+/// On a GPU a row's reduction runs on one block (codegen/cuda/cuda_source.h), so a reduction of
+/// fewer rows than kDeviceSplitGroups, each at least kMinSplitRow long, leaves most of the
+/// device idle: it is split, without timing, into chunks per row (a divisor of the row, chunks
+/// of at least 1024), as many as make kDeviceSplitGroups groups when the row has enough.
+inline constexpr int64_t kDeviceSplitGroups = 1024;
+/// The chunks a reduction on a device is split into; 0 when it is not one to split.
+int64_t device_split_chunks(const ir::Node& n);
+/// Splits every such reduction of g (a graph for a device target).
+SplitChoices split_for_device(ir::Graph& g);
+
 /// The database key of a reduction `op` over the last dim of an input of type x, split into
 /// `chunks`.
 std::string split_key(const Target& target, Op op, const ir::Type& x, int64_t chunks);

@@ -242,6 +242,12 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
                    std::to_string(out.splits.considered) + " reductions split");
   }
 
+  // splits (a device): long rows' reductions split so that their chunks fill the device.
+  if (!target.device().is_cpu() && !options.fusion) {
+    out.splits = stages.run("splits", [&] { return split_for_device(*out.graph); });
+    stages.summary(std::to_string(out.splits.split) + " reductions split");
+  }
+
   // fuse: ir::Graph -> FusionResult.
   const passes::FusionResult fusion = stages.run(
       "fuse", [&] { return options.fusion ? *options.fusion : passes::fuse(*out.graph); });

@@ -4,7 +4,8 @@
 //   simplify  ir::Graph         -> ir::Graph              the default pass pipeline
 //   gemms     ir::Graph         -> ir::Graph              max_autotune: matmuls a generated
 //                                                         kernel computes faster, rewritten;
-//                                                         long rows' reductions split
+//                                                         long rows' reductions split (on a
+//                                                         device: always, when few rows)
 //   fuse      ir::Graph         -> passes::FusionResult   groups, library calls, step order
 //   lower     FusionGroup       -> ir::kernel::Kernel     one loop-IR kernel per group
 //   schedule  Kernel            -> Schedule               lanes, threads, grain

@@ -247,3 +247,17 @@ TEST_CASE("cuda device: streams, events and pinned memory", "[cuda]") {
   KILN_REQUIRE_CLOSE(
       host(y), [](const Tensor& x) { return exp(x) + 1.0; }, a);
 }
+
+TEST_CASE("cuda device: a reduction of few long rows is split to fill the device", "[cuda]") {
+  if (!have_device()) return;
+  Tensor x = randn({2, int64_t{1} << 16});
+  auto f = [](const Tensor& t) { return t.sum({1}); };
+  auto g = [](const Tensor& t) { return amax(t, {1}); };
+  auto cf = compile(f);
+  auto cg = compile(g);
+  KILN_REQUIRE_CLOSE(host(cf(x.to(kCuda))), f, x);
+  KILN_REQUIRE_CLOSE(host(cg(x.to(kCuda))), g, x);
+  // Two kernels each: the chunks' reductions, then the rows'.
+  CHECK(cf.stats().kernels == 2);
+  CHECK(cg.stats().kernels == 2);
+}
