@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <optional>
 #include <unordered_map>
 
 #include "runtime/attention.h"

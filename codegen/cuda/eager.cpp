@@ -115,8 +115,8 @@ bool shares_storage_with(const Tensor& r, std::span<const Tensor> inputs) {
   return false;
 }
 
-std::vector<Tensor> run(Op op, std::span<const Tensor> inputs, const Attrs& attrs,
-                        std::span<const TensorMeta> metas, std::span<Tensor> out) {
+std::vector<Tensor> run_op(Op op, std::span<const Tensor> inputs, const Attrs& attrs,
+                           std::span<const TensorMeta> metas, std::span<Tensor> out) {
   TracerScope untraced(nullptr);
   if (op == Op::copy && out.size() == 1 && inputs.size() == 1 &&
       inputs[0].device() != out[0].device()) {
@@ -185,6 +185,23 @@ std::vector<Tensor> run(Op op, std::span<const Tensor> inputs, const Attrs& attr
     out[k].impl().storage->bump_version();
   }
   return std::vector<Tensor>(out.begin(), out.end());
+}
+
+/// run_op, with a device failure (a launch, a copy, cuBLASLt) named by the op and its operands
+/// and reported at the user's call site.
+std::vector<Tensor> run(Op op, std::span<const Tensor> inputs, const Attrs& attrs,
+                        std::span<const TensorMeta> metas, std::span<Tensor> out) {
+  try {
+    return run_op(op, inputs, attrs, metas, out);
+  } catch (const Error& e) {
+    const std::string name(op_name(op));
+    if (e.message().rfind(name + ":", 0) == 0) throw; // it names the op already
+    std::string operands;
+    for (const Tensor& t : inputs)
+      operands += (operands.empty() ? "" : ", ") + std::string(dtype_name(t.dtype())) +
+                  shape_str(t.sizes()) + "@" + t.device().str();
+    throw Error(name + " (" + operands + "): " + e.message());
+  }
 }
 
 const bool g_registered = [] {
