@@ -256,8 +256,9 @@ std::optional<std::pair<int64_t, int64_t>> last_dim_rows(const ir::Node& n) {
 
 int64_t split_chunks(const ir::Node& n) {
   const std::optional<std::pair<int64_t, int64_t>> geometry = last_dim_rows(n);
+  if (!geometry) return 0;
   const ir::Type& x = n.input(0)->type();
-  if (!geometry || x.dtype() != DType::f32 || !x.device().is_cpu()) return 0;
+  if (x.dtype() != DType::f32 || !x.device().is_cpu()) return 0;
   const auto [rows, row] = *geometry;
   const int64_t threads = get_num_threads();
   if (rows == 0 || rows >= 2 * threads || row < kMinSplitRow) return 0;
