@@ -30,6 +30,7 @@ Tensor rand(IntList sizes, TensorOptions opts = {});
 /// Standard normal (Box-Muller over Philox).
 Tensor randn(IntList sizes, TensorOptions opts = {});
 Tensor randint(int64_t low, int64_t high, IntList sizes, TensorOptions opts = DType::i64);
+/// The *_like factories take t's sizes, dtype and device.
 Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);

@@ -82,12 +82,16 @@ Tensor randint(int64_t low, int64_t high, IntList sizes, TensorOptions opts) {
       opts);
 }
 
-Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.dtype()); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), t.dtype()); }
-Tensor ones_like(const Tensor& t) { return ones(t.sizes(), t.dtype()); }
-Tensor full_like(const Tensor& t, Scalar value) { return full(t.sizes(), value, t.dtype()); }
-Tensor rand_like(const Tensor& t) { return rand(t.sizes(), t.dtype()); }
-Tensor randn_like(const Tensor& t) { return randn(t.sizes(), t.dtype()); }
+// *_like: t's sizes, dtype and device.
+namespace {
+TensorOptions like(const Tensor& t) { return TensorOptions(t.dtype()).device(t.device()); }
+} // namespace
+Tensor empty_like(const Tensor& t) { return empty(t.sizes(), like(t)); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), like(t)); }
+Tensor ones_like(const Tensor& t) { return ones(t.sizes(), like(t)); }
+Tensor full_like(const Tensor& t, Scalar value) { return full(t.sizes(), value, like(t)); }
+Tensor rand_like(const Tensor& t) { return rand(t.sizes(), like(t)); }
+Tensor randn_like(const Tensor& t) { return randn(t.sizes(), like(t)); }
 
 template <typename T> Tensor tensor(const std::vector<T>& values, IntList shape) {
   Shape sizes = shape.empty() ? Shape{static_cast<int64_t>(values.size())} : shape.vec();

@@ -136,6 +136,12 @@ TEST_CASE("cuda device: factories and random ops on CUDA (random draws the CPU's
   KILN_REQUIRE_BITWISE(host(zeros({3, 4}, on_cuda)), zeros({3, 4}));
   KILN_REQUIRE_BITWISE(host(full({7}, 1.5, on_cuda)), full({7}, 1.5));
   KILN_REQUIRE_BITWISE(host(arange(11, TensorOptions(DType::i64).device(kCuda))), arange(11));
+  // *_like: the tensor's device too.
+  Tensor d = ones({2, 3}, on_cuda);
+  for (const Tensor& t :
+       {zeros_like(d), ones_like(d), empty_like(d), full_like(d, 2.0), rand_like(d), randn_like(d)})
+    CHECK(t.device() == kCuda);
+  KILN_REQUIRE_BITWISE(host(full_like(d, 2.0)), full({2, 3}, 2.0));
   manual_seed(5);
   Tensor r = randn({64}, on_cuda);
   const uint64_t offset = default_generator().offset();
