@@ -164,6 +164,19 @@ std::string schedule_override_env() {
   return env != nullptr ? env : "";
 }
 
+bool unit_stride_inner_loads(const Kernel& k) {
+  if (k.inner.empty()) return false;
+  const int last = k.num_vars() - 1;
+  int unit = 0, other = 0;
+  for (const auto& l : k.loops)
+    for (int id : l.body) {
+      const Instr& in = k.instrs[static_cast<size_t>(id)];
+      if (in.kind != Instr::Kind::load || !in.index.uses(last)) continue;
+      (in.index.affine_in(last) && in.index.coefficient(last) == 1 ? unit : other)++;
+    }
+  return unit > 0 && other == 0;
+}
+
 bool transposed_loads(const Kernel& k) {
   const int n = static_cast<int>(k.outer.size());
   if (n < 2) return false;
@@ -229,15 +242,7 @@ Schedule choose_schedule(const Kernel& k, int vector_bytes, const ScheduleOverri
     // One lane is scalar code (an override of 1 f32 lane, or 2 over f64 values).
   } else if (!k.inner.empty()) {
     // Inner vector code pays when the loads along the last inner variable are unit-stride.
-    const int last = k.num_vars() - 1;
-    int unit = 0, other = 0;
-    for (const auto& l : k.loops)
-      for (int id : l.body) {
-        const Instr& in = k.instrs[static_cast<size_t>(id)];
-        if (in.kind != Instr::Kind::load || !in.index.uses(last)) continue;
-        (in.index.affine_in(last) && in.index.coefficient(last) == 1 ? unit : other)++;
-      }
-    if (!arg_reduction && unit > 0 && other == 0 && k.inner.back() >= lanes) {
+    if (!arg_reduction && unit_stride_inner_loads(k) && k.inner.back() >= lanes) {
       s.vector = Schedule::Vector::inner;
       s.lanes = lanes;
       // Up to 4 vectors per step while the scalar tail (under lanes x unroll points) stays

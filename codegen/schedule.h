@@ -99,6 +99,11 @@ inline constexpr int64_t kStreamBytes = int64_t{16} << 20;
 /// unit stride (a transpose): the heuristic tiles such kernels, and max_autotune tries tiles.
 bool transposed_loads(const ir::kernel::Kernel& k);
 
+/// Whether k's inner loops load along the last inner variable, and every such load is
+/// unit-stride along it: the loads a vector (CPU) or a group of threads (GPU) walking that
+/// variable reads contiguously.
+bool unit_stride_inner_loads(const ir::kernel::Kernel& k);
+
 /// Whether an inner loop of k loads both along o_{n-2} and, without it, unit-stride along
 /// o_{n-1}: a contraction (a GEMM in reduction form: A's rows and B's row), which a jam of
 /// o_{n-2} turns into a register tile.

@@ -10,6 +10,7 @@
 
 #include "runtime/half.h"
 #include "runtime/ops/op.h"
+#include "runtime/shape.h"
 
 namespace kiln::codegen::cuda {
 namespace {
@@ -678,9 +679,7 @@ private:
       }
     } else {
       // The inner points in order, dealt out to the group's threads in turn.
-      int64_t total = 1;
-      for (int64_t e : k_.inner)
-        total *= e;
+      const int64_t total = numel_of(k_.inner);
       pad += "  ";
       os_ << pad << "for (kiln_i64 j = lane; j < " << total << "LL; j += " << g << ") {\n"
           << pad << "  kiln_i64 r = j;\n";
@@ -732,19 +731,9 @@ std::string GpuLaunch::str() const {
 GpuLaunch gpu_launch(const Kernel& k) {
   GpuLaunch launch;
   if (k.inner.empty() || k.loops.empty()) return launch;
-  int64_t inner = 1;
-  for (int64_t e : k.inner)
-    inner *= e;
-  // Loads along the last inner variable: unit-stride ones coalesce across a group's threads.
-  const int last = k.num_vars() - 1;
-  int unit = 0, other = 0;
-  for (const Loop& l : k.loops)
-    for (int id : l.body) {
-      const Instr& in = k.instrs[static_cast<size_t>(id)];
-      if (in.kind != Instr::Kind::load || !in.index.uses(last)) continue;
-      (in.index.affine_in(last) && in.index.coefficient(last) == 1 ? unit : other)++;
-    }
-  const bool rows = (unit > 0 && other == 0) || k.outer_numel() < 4096;
+  const int64_t inner = numel_of(k.inner);
+  // Unit-stride loads along the row coalesce across a group's threads.
+  const bool rows = unit_stride_inner_loads(k) || k.outer_numel() < 4096;
   if (inner < 64 || !rows) return launch;
   launch.group = inner <= 1024 ? 32 : launch.threads;
   return launch;

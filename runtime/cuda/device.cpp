@@ -40,8 +40,6 @@ struct Driver {
   decltype(&::cuCtxSynchronize) ctx_synchronize = nullptr;
   decltype(&::cuMemAlloc_v2) mem_alloc = nullptr;
   decltype(&::cuMemFree_v2) mem_free = nullptr;
-  decltype(&::cuMemcpyHtoD_v2) memcpy_htod = nullptr;
-  decltype(&::cuMemcpyDtoH_v2) memcpy_dtoh = nullptr;
   decltype(&::cuMemcpyDtoDAsync_v2) memcpy_dtod = nullptr;
   decltype(&::cuGetErrorName) get_error_name = nullptr;
   decltype(&::cuDeviceGetName) device_get_name = nullptr;
@@ -89,7 +87,6 @@ struct Driver {
         !find(device_get, "cuDeviceGet") || !find(primary_ctx_retain, "cuDevicePrimaryCtxRetain") ||
         !find(ctx_set_current, "cuCtxSetCurrent") || !find(ctx_synchronize, "cuCtxSynchronize") ||
         !find(mem_alloc, "cuMemAlloc_v2") || !find(mem_free, "cuMemFree_v2") ||
-        !find(memcpy_htod, "cuMemcpyHtoD_v2") || !find(memcpy_dtoh, "cuMemcpyDtoH_v2") ||
         !find(memcpy_dtod, "cuMemcpyDtoDAsync_v2") || !find(get_error_name, "cuGetErrorName") ||
         !find(device_get_name, "cuDeviceGetName") || !find(module_load_data, "cuModuleLoadData") ||
         !find(module_unload, "cuModuleUnload") ||
@@ -648,44 +645,13 @@ void ensure_backend() {
 #endif
 }
 
-void copy_to_device(void* dst, const void* src, size_t bytes, Device device) {
-  ensure_backend();
-#if KILN_HAVE_CUDA
-  Driver& d = driver();
-  d.use(device.index);
-  if (d.emulated) {
-    std::memcpy(dst, src, bytes);
-    return;
-  }
-  // On the current stream, then waited for: the source may go as soon as this returns.
-  CUstream s = static_cast<CUstream>(current_stream(device.index).handle());
-  const std::string what = "copy of " + std::to_string(bytes) + " bytes to " + device.str();
-  d.check(d.memcpy_htod_async(reinterpret_cast<CUdeviceptr>(dst), src, bytes, s), what);
-  d.check(d.stream_synchronize(s), what);
-#else
-  (void)dst, (void)src, (void)bytes, (void)device;
-#endif
-}
+namespace {
 
-void copy_to_host(void* dst, const void* src, size_t bytes, Device device) {
-  ensure_backend();
-#if KILN_HAVE_CUDA
-  Driver& d = driver();
-  d.use(device.index);
-  if (d.emulated) {
-    std::memcpy(dst, src, bytes);
-    return;
-  }
-  CUstream s = static_cast<CUstream>(current_stream(device.index).handle());
-  const std::string what = "copy of " + std::to_string(bytes) + " bytes from " + device.str();
-  d.check(d.memcpy_dtoh_async(dst, reinterpret_cast<CUdeviceptr>(src), bytes, s), what);
-  d.check(d.stream_synchronize(s), what);
-#else
-  (void)dst, (void)src, (void)bytes, (void)device;
-#endif
-}
+enum class Copy { to_device, to_host, on_device };
 
-void copy_on_device(void* dst, const void* src, size_t bytes, Device device) {
+/// Queues a copy on the current stream of `device`. A copy between host and device is then
+/// waited for: its host side may go as soon as it returns.
+void copy_bytes(void* dst, const void* src, size_t bytes, Device device, Copy kind) {
   ensure_backend();
 #if KILN_HAVE_CUDA
   Driver& d = driver();
@@ -694,12 +660,36 @@ void copy_on_device(void* dst, const void* src, size_t bytes, Device device) {
     std::memmove(dst, src, bytes);
     return;
   }
-  d.check(d.memcpy_dtod(reinterpret_cast<CUdeviceptr>(dst), reinterpret_cast<CUdeviceptr>(src),
-                        bytes, static_cast<CUstream>(current_stream(device.index).handle())),
-          "copy of " + std::to_string(bytes) + " bytes on " + device.str());
+  CUstream s = static_cast<CUstream>(current_stream(device.index).handle());
+  const char* where = kind == Copy::to_device ? " bytes to "
+                      : kind == Copy::to_host ? " bytes from "
+                                              : " bytes on ";
+  const std::string what = "copy of " + std::to_string(bytes) + where + device.str();
+  const auto to = reinterpret_cast<CUdeviceptr>(dst);
+  const auto from = reinterpret_cast<CUdeviceptr>(src);
+  switch (kind) {
+  case Copy::to_device: d.check(d.memcpy_htod_async(to, src, bytes, s), what); break;
+  case Copy::to_host: d.check(d.memcpy_dtoh_async(dst, from, bytes, s), what); break;
+  case Copy::on_device: d.check(d.memcpy_dtod(to, from, bytes, s), what); return;
+  }
+  d.check(d.stream_synchronize(s), what);
 #else
-  (void)dst, (void)src, (void)bytes, (void)device;
+  (void)dst, (void)src, (void)bytes, (void)device, (void)kind;
 #endif
+}
+
+} // namespace
+
+void copy_to_device(void* dst, const void* src, size_t bytes, Device device) {
+  copy_bytes(dst, src, bytes, device, Copy::to_device);
+}
+
+void copy_to_host(void* dst, const void* src, size_t bytes, Device device) {
+  copy_bytes(dst, src, bytes, device, Copy::to_host);
+}
+
+void copy_on_device(void* dst, const void* src, size_t bytes, Device device) {
+  copy_bytes(dst, src, bytes, device, Copy::on_device);
 }
 
 } // namespace detail

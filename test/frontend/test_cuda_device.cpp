@@ -75,7 +75,6 @@ TEST_CASE("cuda device: every zoo model eagerly on CUDA equals CPU eager", "[cud
     m->to(kCuda);
     NoGradGuard no_grad;
     Tensor x = spec.make_input(spec.input_shape, spec.input_dtype, 7);
-    const codegen::cuda::EagerCounters before = codegen::cuda::eager_counters();
     Tensor got = run_model(spec, *m, x.to(kCuda));
     CHECK(got.device() == kCuda);
     KILN_REQUIRE_ACCURATE(host(got), run_model(spec, *ref, x),
@@ -84,7 +83,6 @@ TEST_CASE("cuda device: every zoo model eagerly on CUDA equals CPU eager", "[cud
     const codegen::cuda::EagerCounters after = codegen::cuda::eager_counters();
     (void)run_model(spec, *m, x.to(kCuda));
     CHECK(codegen::cuda::eager_counters().compiled == after.compiled);
-    CHECK(after.compiled >= before.compiled);
   }
 }
 
