@@ -265,8 +265,9 @@ int run_model_command(const RunOptions& o, ModelInstance& inst, const ModelArgs&
       std::cout << "output   " << describe_output(outs.back()) << "\n";
       std::cout << "time     " << timing_line(times, false) << "\n";
       std::cout << "kernels  " << after.compiled - before.compiled
-                << " single-op graphs compiled for CUDA, "
-                << after.host_fallbacks - before.host_fallbacks << " ops run on the host\n";
+                << " single-op graphs compiled for CUDA, " << after.library - before.library
+                << " library kernel calls, " << after.host_fallbacks - before.host_fallbacks
+                << " ops run on the host\n";
       std::string how;
       if (std::optional<std::string> problem = check(outs, how)) {
         std::cout << "matches CPU eager: no: " << *problem << "\n";

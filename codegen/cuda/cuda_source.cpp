@@ -719,6 +719,8 @@ private:
 
 } // namespace
 
+std::string_view cuda_preamble() { return kPreamble; }
+
 int64_t GpuLaunch::blocks(int64_t n) const {
   const int64_t per = points_per_block();
   return std::clamp<int64_t>((n + per - 1) / per, 1, kMaxBlocks);

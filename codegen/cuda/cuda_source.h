@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "codegen/schedule.h"
 #include "ir/kernel/kernel.h"
@@ -56,6 +57,11 @@ struct GpuLaunch {
 /// unit-stride along the last inner variable, or whose kernel has too few outer points to fill
 /// the device (4096); a warp up to 1024 points, the block beyond; otherwise a thread per point.
 GpuLaunch gpu_launch(const ir::kernel::Kernel& k);
+
+/// What every translation unit of kiln's CUDA starts with: the helpers the kernels share
+/// (f16/bf16 conversions, floor division, saturating conversions, warp shuffles) and, for the
+/// host build, the shim that runs the kernels on the CPU.
+std::string_view cuda_preamble();
 
 /// One translation unit with every kernel (and the helpers they share), kernel k under
 /// launches[k] (gpu_launch's when empty). A kiln::Error when a kernel holds an op the CUDA code

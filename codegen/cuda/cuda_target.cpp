@@ -86,19 +86,14 @@ std::string CudaTarget::source(std::span<const ir::kernel::Kernel> kernels,
   return cuda_source(kernels);
 }
 
-Expected<std::string> CudaTarget::compile(std::span<const ir::kernel::Kernel> kernels,
-                                          std::span<const Schedule> schedules) const {
-  std::string src;
-  try {
-    src = cuda_source(kernels);
-  } catch (const Error& e) {
-    return Error::without_location(e.message());
-  }
-  Expected<NvrtcOutput> out = nvrtc_compile(src, "kiln_graph.cu", arch_);
+Expected<std::string> compile_cuda_blob(const std::string& source, const std::string& name,
+                                        const std::string& arch,
+                                        const std::vector<std::string>& nvrtc_options) {
+  Expected<NvrtcOutput> out = nvrtc_compile(source, name, arch, nvrtc_options);
   if (!out) return out.error();
   std::string host;
   if (kiln::cuda::emulated()) {
-    Expected<std::string> built = host_build(src);
+    Expected<std::string> built = host_build(source);
     if (!built) return built.error();
     host = std::move(*built);
   }
@@ -108,6 +103,18 @@ Expected<std::string> CudaTarget::compile(std::span<const ir::kernel::Kernel> ke
   put(blob, out->log);
   put(blob, host);
   return blob;
+}
+
+Expected<std::string> CudaTarget::compile(std::span<const ir::kernel::Kernel> kernels,
+                                          std::span<const Schedule> schedules) const {
+  (void)schedules; // the GPU schedule is gpu_launch()'s, from the kernel
+  std::string src;
+  try {
+    src = cuda_source(kernels);
+  } catch (const Error& e) {
+    return Error::without_location(e.message());
+  }
+  return compile_cuda_blob(src, "kiln_graph.cu", arch_);
 }
 
 Expected<CudaBlob> split_cuda_blob(std::string_view blob) {

@@ -9,6 +9,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "codegen/target.h"
 
@@ -44,6 +45,12 @@ struct CudaBlob {
   std::string_view cubin, ptx, log, host;
 };
 Expected<CudaBlob> split_cuda_blob(std::string_view blob);
+
+/// A CUDA blob of `source` (named `name` in messages) for `arch`: NVRTC's cubin, PTX and log,
+/// and for the emulated device the source's host build (by $KILN_CUDA_HOST_CXX, default c++).
+Expected<std::string> compile_cuda_blob(const std::string& source, const std::string& name,
+                                        const std::string& arch,
+                                        const std::vector<std::string>& nvrtc_options = {});
 
 /// The target of device `index` for $KILN_CUDA_ARCH, else sm_90.
 const CudaTarget& cuda_target(int index = 0);

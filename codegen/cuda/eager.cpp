@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "codegen/cuda/cuda_target.h"
+#include "codegen/cuda/library.h"
 #include "codegen/lower.h"
 #include "ir/builder.h"
 #include "ir/printer.h"
@@ -20,7 +21,7 @@
 namespace kiln::codegen::cuda {
 namespace {
 
-std::atomic<int64_t> g_compiled{0}, g_host_fallbacks{0};
+std::atomic<int64_t> g_compiled{0}, g_host_fallbacks{0}, g_library{0};
 
 /// The op run by its CPU kernel on host copies of the operands, the results copied to
 /// `device`.
@@ -158,9 +159,14 @@ std::vector<Tensor> run_op(Op op, std::span<const Tensor> inputs, const Attrs& a
   std::vector<Tensor> results;
   size_t fused = 0;
   std::optional<Tensor> blas;
+  std::optional<std::vector<Tensor>> library;
   if (op == Op::matmul &&
       (blas = kiln::cuda::blas_matmul(on_device[0], on_device[1], {}, {}, &fused))) {
     results = {std::move(*blas)};
+  } else if (!op_traits(op).lowerable &&
+             (library = run_library_op(op, on_device, attrs, metas, device))) {
+    ++g_library;
+    results = std::move(*library);
   } else if (schema(op).kind == OpKind::random) {
     results = on_host(op, on_device, attrs, metas, device);
   } else if (const CompiledGraph* cg = cache().get(op, on_device, attrs, device)) {
@@ -213,7 +219,7 @@ const bool g_registered = [] {
 
 EagerCounters eager_counters() {
   (void)g_registered;
-  return {g_compiled.load(), g_host_fallbacks.load()};
+  return {g_compiled.load(), g_host_fallbacks.load(), g_library.load()};
 }
 
 } // namespace kiln::codegen::cuda

@@ -26,7 +26,8 @@ std::string log_of(nvrtcProgram p) {
 } // namespace
 
 Expected<NvrtcOutput> nvrtc_compile(const std::string& source, const std::string& name,
-                                    const std::string& arch) {
+                                    const std::string& arch,
+                                    const std::vector<std::string>& options) {
   nvrtcProgram p = nullptr;
   if (nvrtcResult r = nvrtcCreateProgram(&p, source.c_str(), name.c_str(), 0, nullptr, nullptr);
       r != NVRTC_SUCCESS)
@@ -37,8 +38,10 @@ Expected<NvrtcOutput> nvrtc_compile(const std::string& source, const std::string
     ~Destroy() { nvrtcDestroyProgram(p); }
   } destroy{&p};
   const std::string arch_option = "--gpu-architecture=" + arch;
-  const char* options[] = {arch_option.c_str(), "--std=c++17", "--ptxas-options=-v"};
-  const nvrtcResult r = nvrtcCompileProgram(p, 3, options);
+  std::vector<const char*> all = {arch_option.c_str(), "--std=c++17", "--ptxas-options=-v"};
+  for (const std::string& o : options)
+    all.push_back(o.c_str());
+  const nvrtcResult r = nvrtcCompileProgram(p, static_cast<int>(all.size()), all.data());
   NvrtcOutput out;
   out.log = log_of(p);
   if (r != NVRTC_SUCCESS)
@@ -68,8 +71,8 @@ bool built_with_cuda() { return true; }
 
 #else
 
-Expected<NvrtcOutput> nvrtc_compile(const std::string&, const std::string& name,
-                                    const std::string&) {
+Expected<NvrtcOutput> nvrtc_compile(const std::string&, const std::string& name, const std::string&,
+                                    const std::vector<std::string>&) {
   return Error::without_location("can't compile " + name +
                                  ": kiln was built without CUDA (the toolkit was not found; "
                                  "configure with KILN_WITH_CUDA=ON and /usr/local/cuda)");

@@ -17,10 +17,12 @@ struct NvrtcOutput {
   std::string log;   // NVRTC's log, with ptxas's per-kernel report (registers, spills)
 };
 
-/// Compiles `source` (named `name` in messages) for `arch` ("sm_90"). A failure (a syntax
-/// error, an unknown architecture) is an error holding NVRTC's log.
+/// Compiles `source` (named `name` in messages) for `arch` ("sm_90"), with NVRTC's `options`
+/// added to kiln's ("--fmad=false"). A failure (a syntax error, an unknown architecture) is an
+/// error holding NVRTC's log.
 Expected<NvrtcOutput> nvrtc_compile(const std::string& source, const std::string& name,
-                                    const std::string& arch);
+                                    const std::string& arch,
+                                    const std::vector<std::string>& options = {});
 
 /// NVRTC's version ("13.0"); empty without CUDA.
 std::string nvrtc_version();

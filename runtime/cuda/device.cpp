@@ -306,6 +306,17 @@ public:
             "launching CUDA kernel " + names_.at(kernel) + " (" + std::to_string(blocks) + " x " +
                 std::to_string(threads) + " threads, " + std::to_string(n) + " points)");
   }
+  void launch_with(size_t kernel, const void* args, unsigned blocks,
+                   unsigned threads) const override {
+    Driver& d = driver();
+    d.use(index_);
+    void* params[] = {const_cast<void*>(args)}; // the driver copies the struct's bytes
+    d.check(d.launch_kernel(functions_.at(kernel), blocks, 1, 1, threads, 1, 1, 0,
+                            static_cast<CUstream>(current_stream(index_).handle()), params,
+                            nullptr),
+            "launching CUDA kernel " + names_.at(kernel) + " (" + std::to_string(blocks) + " x " +
+                std::to_string(threads) + " threads)");
+  }
 
 private:
   int index_;
@@ -338,7 +349,7 @@ public:
     KILN_CHECK(handle_ != nullptr, "emulated CUDA device: the kernels' host build does not load (",
                why != nullptr ? why : "write failed", ")");
     for (const std::string& name : kernels) {
-      auto f = reinterpret_cast<Entry>(dlsym(handle_, (name + "_host").c_str()));
+      void* f = dlsym(handle_, (name + "_host").c_str());
       KILN_CHECK(f != nullptr, "emulated CUDA device: kernel ", name, " is not in its module");
       entries_.push_back(f);
     }
@@ -346,13 +357,17 @@ public:
   ~EmulatedModule() override { dlclose(handle_); }
   void launch(size_t kernel, std::span<char* const> buffers, int64_t n, unsigned blocks,
               unsigned) const override {
-    entries_.at(kernel)(buffers.data(), n, std::min(blocks, kMaxBlocks));
+    reinterpret_cast<Entry>(entries_.at(kernel))(buffers.data(), n, std::min(blocks, kMaxBlocks));
+  }
+  void launch_with(size_t kernel, const void* args, unsigned blocks, unsigned) const override {
+    reinterpret_cast<EntryWith>(entries_.at(kernel))(args, std::min(blocks, kMaxBlocks));
   }
 
 private:
   using Entry = void (*)(char* const*, long long, unsigned);
+  using EntryWith = void (*)(const void*, unsigned);
   void* handle_ = nullptr;
-  std::vector<Entry> entries_;
+  std::vector<void*> entries_; // NAME_host, of the kernel's form
 };
 #endif
 

@@ -131,6 +131,11 @@ public:
   /// the CUDA error.
   virtual void launch(size_t kernel, std::span<char* const> buffers, int64_t n, unsigned blocks,
                       unsigned threads) const = 0;
+  /// Queues kernel `kernel` of the other form, one struct argument passed by value
+  /// (codegen/cuda/library.h): `args` points at its bytes. The emulated device calls its
+  /// NAME_host(const void* args, unsigned blocks).
+  virtual void launch_with(size_t kernel, const void* args, unsigned blocks,
+                           unsigned threads) const = 0;
 };
 
 /// Loads `image` on device `index` and finds each of `kernels` in it. The error says which

@@ -6,6 +6,7 @@
 // device: test_cuda_device.cpp.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "codegen/cpu/kernel_codegen.h"
 #include "codegen/cuda/cuda_source.h"
 #include "codegen/cuda/cuda_target.h"
+#include "codegen/cuda/library.h"
 #include "codegen/cuda/nvrtc.h"
 #include "codegen/lower.h"
 #include "frontend_testing.h"
@@ -108,6 +110,35 @@ TEST_CASE("cuda: every zoo model's kernels compile with NVRTC for sm_90, within 
       CHECK(r.spill_loads == 0);
     }
   }
+}
+
+TEST_CASE("cuda: the library kernels compile with NVRTC for sm_90, within ptxas limits") {
+  if (!codegen::cuda::built_with_cuda()) {
+    WARN("kiln was built without CUDA: the NVRTC checks are skipped");
+    return;
+  }
+  const std::string source = codegen::cuda::library_source();
+  Expected<codegen::cuda::NvrtcOutput> out =
+      codegen::cuda::nvrtc_compile(source, "kiln_library.cu", "sm_90", {"--fmad=false"});
+  INFO((out ? std::string() : out.error().message()));
+  REQUIRE(out);
+  const std::vector<std::string> names = codegen::cuda::library_kernel_names();
+  const std::vector<codegen::cuda::PtxasReport> reports = codegen::cuda::ptxas_reports(out->log);
+  REQUIRE(reports.size() == names.size());
+  for (const codegen::cuda::PtxasReport& r : reports) {
+    INFO(r.kernel << ": " << r.registers << " registers, " << r.spill_stores
+                  << " bytes spill stores, " << r.stack_bytes << " bytes stack");
+    CHECK(std::find(names.begin(), names.end(), r.kernel) != names.end());
+    CHECK(r.registers <= kMaxRegisters);
+    CHECK(r.spill_stores == 0);
+    CHECK(r.spill_loads == 0);
+  }
+  // --fmad=false: no fused multiply-add in arange's start + i * step (the CPU rounds twice).
+  const size_t arange = out->ptx.find(".entry kiln_arange_float_f64");
+  REQUIRE(arange != std::string::npos);
+  const std::string body = out->ptx.substr(arange, out->ptx.find(".entry", arange + 1) - arange);
+  CHECK(body.find("fma.rn.f64") == std::string::npos);
+  CHECK(body.find("mul.rn.f64") != std::string::npos);
 }
 
 TEST_CASE("cuda: the CUDA target compiles into the kernel cache's blobs, and loads them only on "

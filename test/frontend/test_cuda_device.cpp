@@ -265,3 +265,119 @@ TEST_CASE("cuda device: a reduction of few long rows is split to fill the device
   CHECK(cf.stats().kernels == 2);
   CHECK(cg.stats().kernels == 2);
 }
+
+TEST_CASE("cuda device: ops without a lowering run as library kernels, giving the CPU's results",
+          "[cuda]") {
+  if (!have_device()) return;
+  const TensorOptions on_cuda = TensorOptions().device(kCuda);
+  const codegen::cuda::EagerCounters before = codegen::cuda::eager_counters();
+  // None of it ran on host copies: the library kernels did it.
+  auto on_device = [&before] {
+    const codegen::cuda::EagerCounters after = codegen::cuda::eager_counters();
+    CHECK(after.library > before.library);
+    CHECK(after.host_fallbacks == before.host_fallbacks);
+  };
+  SECTION("factories and random ops: the CPU's numbers, bit for bit") {
+    KILN_REQUIRE_BITWISE(host(arange(-3, 40, 3, on_cuda.dtype(DType::i32))),
+                         arange(-3, 40, 3, TensorOptions(DType::i32)));
+    KILN_REQUIRE_BITWISE(host(arange(0.1, 5.3, 0.7, on_cuda.dtype(DType::f16))),
+                         arange(0.1, 5.3, 0.7, TensorOptions(DType::f16)));
+    KILN_REQUIRE_BITWISE(host(arange(-1.5, 900.0, 0.37, on_cuda.dtype(DType::f64))),
+                         arange(-1.5, 900.0, 0.37, TensorOptions(DType::f64)));
+    CHECK(empty({3, 5}, on_cuda).device() == kCuda);
+    for (DType d : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
+      INFO(dtype_name(d));
+      manual_seed(11);
+      Tensor r = rand({1001}, on_cuda.dtype(d)); // 1001: the last block half used
+      const uint64_t offset = default_generator().offset();
+      manual_seed(11);
+      KILN_REQUIRE_BITWISE(host(r), rand({1001}, TensorOptions(d)));
+      CHECK(default_generator().offset() == offset);
+    }
+    for (auto [low, high] : {std::pair<int64_t, int64_t>{-7, 9}, {0, int64_t{1} << 40}}) {
+      manual_seed(3);
+      Tensor r = randint(low, high, {257}, on_cuda.dtype(DType::i64));
+      manual_seed(3);
+      KILN_REQUIRE_BITWISE(host(r), randint(low, high, {257}));
+    }
+    manual_seed(4);
+    Tensor x = ones({300}, on_cuda);
+    Tensor dropped = dropout(x, 0.3, true);
+    manual_seed(4);
+    KILN_REQUIRE_BITWISE(host(dropped), dropout(ones({300}), 0.3, true));
+    on_device();
+  }
+  SECTION("data movement over views and dtypes: bit for bit") {
+    Tensor a = randn({6, 9, 5}), ad = a.to(kCuda);
+    Tensor idx = tensor(std::vector<int64_t>{4, 0, 4, 8, 2}), idxd = idx.to(kCuda);
+    Tensor idx32 = idx.to(DType::i32), idx32d = idx32.to(kCuda);
+    KILN_REQUIRE_BITWISE(host(index_select(ad, 1, idxd)), index_select(a, 1, idx));
+    KILN_REQUIRE_BITWISE(host(index_select(ad.transpose(0, 2), 1, idx32d)),
+                         index_select(a.transpose(0, 2), 1, idx32));
+    Tensor w = randn({50, 16}, TensorOptions(DType::f16)), tok = randint(0, 50, {3, 7});
+    KILN_REQUIRE_BITWISE(host(embedding(w.to(kCuda), tok.to(kCuda))), embedding(w, tok));
+    Tensor g = randint(0, 9, {6, 4, 5});
+    KILN_REQUIRE_BITWISE(host(gather(ad, 1, g.to(kCuda))), gather(a, 1, g));
+    Tensor bi = randint(-100, 100, {6, 2, 5}, DType::i32);
+    KILN_REQUIRE_BITWISE(host(cat({ad, bi.to(kCuda), ad.slice(1, 2, 4)}, 1)),
+                         cat({a, bi, a.slice(1, 2, 4)}, 1));
+    KILN_REQUIRE_BITWISE(host(pad(ad.transpose(1, 2), {2, -1, 0, 3}, -0.5)),
+                         pad(a.transpose(1, 2), {2, -1, 0, 3}, -0.5));
+    Tensor u = randint(0, 200, {4, 33}, DType::u8);
+    KILN_REQUIRE_BITWISE(host(pad(u.to(kCuda), {1, 1}, 7)), pad(u, {1, 1}, 7));
+    KILN_REQUIRE_BITWISE(host(cumsum(bi.to(kCuda), 2)), cumsum(bi, 2));
+    KILN_REQUIRE_BITWISE(host(cumsum(u.to(kCuda).t(), 0, DType::i32)),
+                         cumsum(u.t(), 0, DType::i32));
+    on_device();
+  }
+  SECTION("cumsum, conv2d and pooling in floating point: by the f64 rule") {
+    Tensor a = randn({6, 9, 5});
+    KILN_REQUIRE_CLOSE(
+        host(cumsum(a.to(kCuda), 1)), [](const Tensor& x) { return cumsum(x, 1); }, a);
+    Tensor x = randn({2, 6, 11, 9}), w = randn({4, 3, 3, 2}), b = randn({4});
+    auto conv = [](const Tensor& x, const Tensor& w, const Tensor& b) {
+      return conv2d(x, w, b, {2, 1}, {1, 2}, {1, 2}, 2);
+    };
+    KILN_REQUIRE_CLOSE(host(conv(x.to(kCuda), w.to(kCuda), b.to(kCuda))), conv, x, w, b);
+    // f16 in, f32 sums, f16 out: against the CPU's f16 kernel and an f64 run.
+    Tensor xh = x.to(DType::f16), wh = randn({2, 6, 3, 2}).to(DType::f16);
+    KILN_REQUIRE_ACCURATE(host(conv2d(xh.to(kCuda), wh.to(kCuda))), conv2d(xh, wh),
+                          conv2d(xh.to(DType::f64), wh.to(DType::f64)));
+    Tensor p = randn({2, 3, 10, 7});
+    static_cast<float*>(p.raw_data())[1 * 70 + 4 * 7 + 4] = std::nanf(""); // wins its windows
+    KILN_REQUIRE_BITWISE(host(max_pool2d(p.to(kCuda), {3, 2}, {2, 2}, {1, 1}, {1, 2}, true)),
+                         max_pool2d(p, {3, 2}, {2, 2}, {1, 1}, {1, 2}, true));
+    Tensor pi = randint(-50, 50, {3, 8, 8}, DType::i32);
+    KILN_REQUIRE_BITWISE(host(max_pool2d(pi.to(kCuda), {2, 2})), max_pool2d(pi, {2, 2}));
+    KILN_REQUIRE_BITWISE(host(avg_pool2d(pi.to(kCuda), {3, 3}, {2, 2}, {1, 1}, true, false)),
+                         avg_pool2d(pi, {3, 3}, {2, 2}, {1, 1}, true, false));
+    for (bool include_pad : {true, false})
+      KILN_REQUIRE_CLOSE(
+          host(avg_pool2d(p.abs().to(kCuda), {3, 3}, {2, 2}, {1, 1}, true, include_pad)),
+          [include_pad](const Tensor& x) {
+            return avg_pool2d(x.abs(), {3, 3}, {2, 2}, {1, 1}, true, include_pad);
+          },
+          p);
+    on_device();
+  }
+  SECTION("matmul where cuBLASLt does not take it: f64, integers, broadcast batches") {
+    Tensor a = randn({3, 1, 37, 20}, DType::f64), b = randn({4, 19, 20}, DType::f64);
+    KILN_REQUIRE_CLOSE(
+        host(matmul(a.to(kCuda), b.to(kCuda).transpose(1, 2))),
+        [](const Tensor& x, const Tensor& y) { return matmul(x, y.transpose(1, 2)); }, a, b);
+    Tensor i = randint(-9, 9, {5, 17, 33}, DType::i32), j = randint(-9, 9, {33, 18}, DType::i32);
+    KILN_REQUIRE_BITWISE(host(matmul(i.to(kCuda), j.to(kCuda))), matmul(i, j));
+    Tensor k0 = randn({4, 0}), k1 = randn({0, 3}); // an empty sum: zeros
+    KILN_REQUIRE_BITWISE(host(matmul(k0.to(kCuda), k1.to(kCuda))), matmul(k0, k1));
+    on_device();
+  }
+  SECTION("an index out of range is an error naming it, as on the CPU") {
+    Tensor a = randn({4, 3}).to(kCuda);
+    Tensor bad = tensor(std::vector<int64_t>{1, 4}).to(kCuda);
+    CHECK_THROWS_WITH(index_select(a, 0, bad), Catch::Contains("index_select") &&
+                                                   Catch::Contains("index 4 is out of range"));
+    CHECK_THROWS_WITH(
+        gather(a, 1, tensor(std::vector<int64_t>{0, -1, 2, 0}).view({4, 1}).to(kCuda)),
+        Catch::Contains("gather") && Catch::Contains("index -1 is out of range"));
+  }
+}
