@@ -228,37 +228,64 @@ template <typename D> static __device__ void kiln_cumsum(const kiln_lib_args& a)
   }
 }
 
-// conv2d of dense NCHW x (p1) and OIHW w (p2), bias p3 (or null): a thread per output
-// element, its sum from the bias over channels, then kernel rows and columns (the CPU's
-// order). i: n c h w o cg kh kw oh ow sh sw ph pw dh dw groups.
+// Multiply-adds, integers wrapping.
+static __device__ __forceinline__ kiln_i64 kiln_lib_madd(kiln_i64 acc, kiln_i64 x, kiln_i64 y) {
+  return (kiln_i64)((kiln_u64_t)acc + (kiln_u64_t)x * (kiln_u64_t)y);
+}
+static __device__ __forceinline__ float kiln_lib_madd(float acc, float x, float y) {
+  return acc + x * y;
+}
+static __device__ __forceinline__ double kiln_lib_madd(double acc, double x, double y) {
+  return acc + x * y;
+}
+
+// conv2d of dense NCHW x (p1) and OIHW w (p2), bias p3 (or null), as an implicit GEMM per
+// group: result rows m = (n, oy, ox), columns the group's output channels, k = (c, ky, kx);
+// x's rows are gathered from the input on the fly (zeros in the padding). A block per 16x16
+// tile through shared memory, as kiln_matmul; each sum starts from the bias and runs over k in
+// order (the CPU's order). i: n c h w o cg kh kw oh ow sh sw ph pw dh dw groups tiles_m
+// tiles_n; a.n: the tiles of all groups.
 template <typename D> static __device__ void kiln_conv2d(const kiln_lib_args& a) {
+  typedef typename D::C C;
   typename D::S* out = (typename D::S*)a.p[0];
   const typename D::S* x = (const typename D::S*)a.p[1];
   const typename D::S* w = (const typename D::S*)a.p[2];
   const typename D::S* bias = (const typename D::S*)a.p[3];
-  const kiln_i64 C = a.i[1], H = a.i[2], W = a.i[3], O = a.i[4], cg = a.i[5], kh = a.i[6],
+  const kiln_i64 Cin = a.i[1], H = a.i[2], W = a.i[3], O = a.i[4], cg = a.i[5], kh = a.i[6],
                  kw = a.i[7], oh = a.i[8], ow = a.i[9], sh = a.i[10], sw = a.i[11],
-                 ph = a.i[12], pw = a.i[13], dh = a.i[14], dw = a.i[15];
-  const kiln_i64 per_group = O / a.i[16];
-  KILN_POINTS(t) {
-    const kiln_i64 ox = t % ow, oy = (t / ow) % oh, o = (t / (ow * oh)) % O,
-                   n = t / (ow * oh * O);
-    const kiln_i64 g = o / per_group;
-    typename D::C acc = bias ? D::ld(bias[o]) : (typename D::C)0;
-    for (kiln_i64 c = 0; c < cg; ++c) {
-      const typename D::S* xc = x + ((n * C + g * cg + c) * H) * W;
-      const typename D::S* wc = w + (o * cg + c) * kh * kw;
-      for (kiln_i64 ky = 0; ky < kh; ++ky) {
-        const kiln_i64 iy = oy * sh - ph + ky * dh;
-        if (iy < 0 || iy >= H) continue;
-        for (kiln_i64 kx = 0; kx < kw; ++kx) {
-          const kiln_i64 ix = ox * sw - pw + kx * dw;
-          if (ix < 0 || ix >= W) continue;
-          acc += D::ld(wc[ky * kw + kx]) * D::ld(xc[iy * W + ix]);
-        }
+                 ph = a.i[12], pw = a.i[13], dh = a.i[14], dw = a.i[15], tm = a.i[17],
+                 tn = a.i[18];
+  const kiln_i64 og = O / a.i[16], M = a.i[0] * oh * ow, K = cg * kh * kw, plane = oh * ow;
+  __shared__ C ta[16][17];
+  __shared__ C tb[16][17];
+  const int ty = (int)(threadIdx.x / 16u), tx = (int)(threadIdx.x % 16u);
+  for (kiln_i64 tile = blockIdx.x; tile < a.n; tile += gridDim.x) {
+    const kiln_i64 g = tile / (tm * tn), r = tile % (tm * tn);
+    const kiln_i64 m0 = (r / tn) * 16, n0 = (r % tn) * 16;
+    // The result row this thread loads for (m0 + ty) and the one it computes (m0 + ty too).
+    const kiln_i64 m = m0 + ty, n = n0 + tx;
+    const kiln_i64 img = m / plane, oy = (m % plane) / ow, ox = m % ow;
+    const typename D::S* xg = x + (img * Cin + g * cg) * H * W;
+    const typename D::S* wn = w + (g * og + n0 + ty) * K; // the column row this thread loads
+    C acc = bias && n < og ? D::ld(bias[g * og + n]) : (C)0;
+    for (kiln_i64 k0 = 0; k0 < K; k0 += 16) {
+      const kiln_i64 k = k0 + tx;
+      C v = 0;
+      if (m < M && k < K) {
+        const kiln_i64 c = k / (kh * kw), ky = (k / kw) % kh, kx = k % kw;
+        const kiln_i64 iy = oy * sh - ph + ky * dh, ix = ox * sw - pw + kx * dw;
+        if (iy >= 0 && iy < H && ix >= 0 && ix < W) v = D::ld(xg[(c * H + iy) * W + ix]);
       }
+      ta[ty][tx] = v;
+      // tb[kk][nn] = w[g * og + n0 + nn][k0 + kk]: thread (ty, tx) loads column n0 + ty.
+      tb[tx][ty] = n0 + ty < og && k < K ? D::ld(wn[k]) : (C)0;
+      __syncthreads();
+      const int kn = K - k0 < 16 ? (int)(K - k0) : 16;
+      for (int kk = 0; kk < kn; ++kk)
+        acc = kiln_lib_madd(acc, ta[ty][kk], tb[kk][tx]);
+      __syncthreads();
     }
-    out[t] = D::st(acc);
+    if (m < M && n < og) out[((img * O) + g * og + n) * plane + oy * ow + ox] = D::st(acc);
   }
 }
 
@@ -317,17 +344,6 @@ template <typename D> static __device__ void kiln_avg_pool2d(const kiln_lib_args
     const kiln_i64 divisor = a.i[10] ? pool_size : (y1 - y0) * (x1 - x0);
     out[t] = D::st(sum / (typename D::C)divisor);
   }
-}
-
-// Multiply-adds, integers wrapping.
-static __device__ __forceinline__ kiln_i64 kiln_lib_madd(kiln_i64 acc, kiln_i64 x, kiln_i64 y) {
-  return (kiln_i64)((kiln_u64_t)acc + (kiln_u64_t)x * (kiln_u64_t)y);
-}
-static __device__ __forceinline__ float kiln_lib_madd(float acc, float x, float y) {
-  return acc + x * y;
-}
-static __device__ __forceinline__ double kiln_lib_madd(double acc, double x, double y) {
-  return acc + x * y;
 }
 
 // matmul: a block per 16x16 tile of one batch's [M, N] result (dense), the operands' tiles
@@ -694,18 +710,34 @@ std::optional<Tensor> run_one(Op op, std::span<const Tensor> in, const Attrs& at
         in.size() == 3 ? std::optional<Tensor>(dense(in[2], device)) : std::nullopt;
     Tensor out = make_tensor(meta.sizes, meta.dtype, device);
     LibraryArgs a{};
-    a.n = out.numel();
     a.p[0] = ptr(out);
     a.p[1] = ptr(x);
     a.p[2] = ptr(w);
     a.p[3] = b ? ptr(*b) : nullptr;
-    const int64_t v[17] = {x.size(0),        x.size(1),        x.size(2),        x.size(3),
-                           w.size(0),        w.size(1),        w.size(2),        w.size(3),
-                           out.size(2),      out.size(3),      attrs.ints(0)[0], attrs.ints(0)[1],
-                           attrs.ints(1)[0], attrs.ints(1)[1], attrs.ints(2)[0], attrs.ints(2)[1],
-                           attrs.i(3)};
+    const int64_t og = w.size(0) / attrs.i(3);
+    const int64_t tm = (x.size(0) * out.size(2) * out.size(3) + 15) / 16, tn = (og + 15) / 16;
+    const int64_t v[19] = {x.size(0),
+                           x.size(1),
+                           x.size(2),
+                           x.size(3),
+                           w.size(0),
+                           w.size(1),
+                           w.size(2),
+                           w.size(3),
+                           out.size(2),
+                           out.size(3),
+                           attrs.ints(0)[0],
+                           attrs.ints(0)[1],
+                           attrs.ints(1)[0],
+                           attrs.ints(1)[1],
+                           attrs.ints(2)[0],
+                           attrs.ints(2)[1],
+                           attrs.i(3),
+                           tm,
+                           tn};
     std::copy(std::begin(v), std::end(v), a.i);
-    launch(kernel_name("kiln_conv2d", sfx), a, device);
+    a.n = out.numel() == 0 ? 0 : attrs.i(3) * tm * tn;
+    launch(kernel_name("kiln_conv2d", sfx), a, device, /*per_block=*/1);
     return out;
   }
   case Op::matmul: {
