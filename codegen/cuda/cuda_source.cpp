@@ -5,6 +5,7 @@
 #include <bit>
 #include <cstdio>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -178,6 +179,8 @@ static inline unsigned short kiln_f32_to_f16(float f) {
   return static_cast<unsigned short>(sign | (((m >> 23) - 112u) << 10) | ((m >> 13) & 0x3ffu));
 }
 #endif
+// kVector elements loaded or stored together (one 128-bit access for f32).
+template <typename T, int A> struct alignas(A) kiln_vec4 { T v[4]; };
 static __device__ __forceinline__ float kiln_bf16_to_f32(unsigned short b) {
   return __uint_as_float(((unsigned)b) << 16);
 }
@@ -304,6 +307,34 @@ std::string index_expr(const Index& idx) {
   return "(" + s + ")";
 }
 
+/// Whether access `idx` runs unit-stride along variable `last` from a multiple of kVector
+/// elements: its kVector points' elements are one aligned vector.
+bool vector_access(const Index& idx, int last) {
+  if (!idx.uses(last) || !idx.affine_in(last) || idx.coefficient(last) != 1) return false;
+  if (idx.offset() % kVector != 0) return false;
+  for (const auto& [coef, term] : idx.terms())
+    if (!(term.kind == Term::Kind::var && term.var == last) && coef % kVector != 0) return false;
+  return true;
+}
+
+/// The bytes a vector of kVector elements of dtype t is aligned to (at most 16).
+int vector_alignment(DType t) { return std::min<int>(16, kVector * static_cast<int>(itemsize(t))); }
+
+/// The element as computed from its bits in memory.
+std::string loaded(const std::string& e, DType t) {
+  if (t == DType::f16) return "kiln_f16_to_f32(" + e + ")";
+  if (t == DType::bf16) return "kiln_bf16_to_f32(" + e + ")";
+  if (t == DType::bool_) return "(" + e + " != 0)";
+  return e;
+}
+/// The bits in memory of a computed value.
+std::string to_memory(const std::string& v, DType t) {
+  if (t == DType::f16) return "kiln_f32_to_f16(" + v + ")";
+  if (t == DType::bf16) return "kiln_f32_to_bf16(" + v + ")";
+  if (t == DType::bool_) return "(unsigned char)" + v;
+  return v;
+}
+
 class Emitter {
 public:
   Emitter(const Kernel& k, const GpuLaunch& launch, std::ostream& os)
@@ -317,6 +348,7 @@ public:
       os_ << (k_.buffers[b].output ? "" : "const ") << memtype(k_.buffers[b].dtype) << "* b" << b
           << ", ";
     os_ << "kiln_i64 n) {\n";
+    if (launch_.vector > 1) vector_loop();
     if (g == 1) {
       os_ << "  for (kiln_i64 t = (kiln_i64)blockIdx.x * blockDim.x + threadIdx.x; t < n;\n"
           << "       t += (kiln_i64)gridDim.x * blockDim.x) {\n";
@@ -349,7 +381,7 @@ public:
       // What one thread of a group stored, another may load further on.
       if (g > 1 && loaded_later(i)) os_ << "    " << sync() << ";\n";
     }
-    os_ << "  }\n}\n";
+    os_ << "  }\n" << (launch_.vector > 1 ? "  }\n" : "") << "}\n";
     // Host C++ only: the kernel behind one signature, for the tests that run it on the CPU.
     os_ << "#ifndef __CUDACC__\nextern \"C\" void " << k_.name
         << "_host(char* const* b, kiln_i64 n, unsigned blocks) {\n  kiln_emu_launch(blocks, "
@@ -361,6 +393,66 @@ public:
   }
 
 private:
+  /// The kernel's kVector-points-per-thread loop, when its vector accesses' buffers are
+  /// aligned (`if (...) { loop } else {` : the scalar loop follows, run() closes it): the
+  /// vector loads, then each point's instructions (its loads and stores of vector accesses
+  /// from and into the vectors), then the vector stores.
+  void vector_loop() {
+    const int last = static_cast<int>(k_.outer.size()) - 1;
+    for (const Instr& in : k_.instrs)
+      if ((in.kind == Instr::Kind::load || in.kind == Instr::Kind::store) &&
+          vector_access(in.index, last))
+        vectors_.insert(static_cast<int>(&in - k_.instrs.data()));
+    std::string aligned;
+    for (int id : vectors_) {
+      const Instr& in = at(id);
+      aligned += (aligned.empty() ? "" : " && ") + std::string("(kiln_u64)b") +
+                 std::to_string(in.buffer) + " % " + std::to_string(vector_alignment(in.dtype)) +
+                 "u == 0";
+    }
+    os_ << "  if (" << (aligned.empty() ? "true" : aligned) << ") {\n"
+        << "  for (kiln_i64 t4 = (kiln_i64)blockIdx.x * blockDim.x + threadIdx.x; t4 < n / "
+        << kVector << ";\n       t4 += (kiln_i64)gridDim.x * blockDim.x) {\n"
+        << "    kiln_i64 q = t4 * " << kVector << ";\n";
+    for (int d = last; d >= 0; --d) {
+      const std::string e = std::to_string(k_.outer[static_cast<size_t>(d)]) + "LL";
+      const std::string name = d == last ? "vb" : var(d);
+      os_ << "    const kiln_i64 " << name << " = " << (d > 0 ? "q % " + e : "q") << ";\n";
+      if (d > 0) os_ << "    q /= " << e << ";\n";
+    }
+    os_ << "    (void)q;\n";
+    for (int id : vectors_)
+      os_ << "    " << vec_type(at(id).dtype) << " " << vec(id) << ";\n";
+    os_ << "    {\n      const kiln_i64 " << var(last) << " = vb;\n";
+    for (int id : vectors_) {
+      const Instr& in = at(id);
+      if (in.kind != Instr::Kind::load) continue;
+      os_ << "      " << vec(id) << " = *(const " << vec_type(in.dtype) << "*)(b" << in.buffer
+          << " + " << index_expr(in.index) << ");\n";
+    }
+    os_ << "    }\n";
+    for (lane_ = 0; lane_ < kVector; ++lane_) {
+      os_ << "    {\n      const kiln_i64 " << var(last) << " = vb + " << lane_ << ";\n      (void)"
+          << var(last) << ";\n";
+      for (const ir::kernel::Item& it : k_.items)
+        instr(it.instr, "      ");
+      os_ << "    }\n";
+    }
+    lane_ = -1;
+    os_ << "    {\n      const kiln_i64 " << var(last) << " = vb;\n";
+    for (int id : vectors_) {
+      const Instr& in = at(id);
+      if (in.kind != Instr::Kind::store) continue;
+      os_ << "      *(" << vec_type(in.dtype) << "*)(b" << in.buffer << " + "
+          << index_expr(in.index) << ") = " << vec(id) << ";\n";
+    }
+    os_ << "    }\n  }\n  } else {\n";
+  }
+  static std::string vec(int id) { return "V" + std::to_string(id); }
+  static std::string vec_type(DType t) {
+    return "kiln_vec4<" + memtype(t) + ", " + std::to_string(vector_alignment(t)) + ">";
+  }
+
   const Instr& at(int id) const { return k_.instrs[static_cast<size_t>(id)]; }
   DType dtype_of(int id) const { return at(id).dtype; }
 
@@ -391,15 +483,15 @@ private:
   void instr(int id, const std::string& pad, const std::string& guard = "") {
     const Instr& in = at(id);
     switch (in.kind) {
-    case Instr::Kind::load: {
-      const DType t = in.dtype;
-      std::string e = "b" + std::to_string(in.buffer) + "[" + index_expr(in.index) + "]";
-      if (t == DType::f16) e = "kiln_f16_to_f32(" + e + ")";
-      if (t == DType::bf16) e = "kiln_bf16_to_f32(" + e + ")";
-      if (t == DType::bool_) e = "(" + e + " != 0)";
-      define(id, e, pad);
+    case Instr::Kind::load:
+      if (lane_ >= 0 && vectors_.count(id) != 0) {
+        define(id, loaded(vec(id) + ".v[" + std::to_string(lane_) + "]", in.dtype), pad);
+        break;
+      }
+      define(id,
+             loaded("b" + std::to_string(in.buffer) + "[" + index_expr(in.index) + "]", in.dtype),
+             pad);
       break;
-    }
     case Instr::Kind::constant:
       define(id,
              is_floating(in.dtype) ? float_literal(in.value, in.dtype)
@@ -410,16 +502,15 @@ private:
     case Instr::Kind::cast:
       define(id, cast(val(in.args[0]), dtype_of(in.args[0]), in.dtype), pad);
       break;
-    case Instr::Kind::store: {
-      const DType t = in.dtype;
-      std::string v = val(in.args[0]);
-      if (t == DType::f16) v = "kiln_f32_to_f16(" + v + ")";
-      if (t == DType::bf16) v = "kiln_f32_to_bf16(" + v + ")";
-      if (t == DType::bool_) v = "(unsigned char)" + v;
-      os_ << pad << guard << "b" << in.buffer << "[" << index_expr(in.index) << "] = " << v
-          << ";\n";
+    case Instr::Kind::store:
+      if (lane_ >= 0 && vectors_.count(id) != 0) {
+        os_ << pad << vec(id) << ".v[" << lane_ << "] = " << to_memory(val(in.args[0]), in.dtype)
+            << ";\n";
+        break;
+      }
+      os_ << pad << guard << "b" << in.buffer << "[" << index_expr(in.index)
+          << "] = " << to_memory(val(in.args[0]), in.dtype) << ";\n";
       break;
-    }
     case Instr::Kind::reduce: fold(id, pad); break;
     }
   }
@@ -715,6 +806,8 @@ private:
   const Kernel& k_;
   const GpuLaunch& launch_;
   std::ostream& os_;
+  std::set<int> vectors_; // the loads and stores of vector accesses (vector_loop)
+  int lane_ = -1;         // the point of the vector being emitted, or -1
 };
 
 } // namespace
@@ -727,11 +820,31 @@ int64_t GpuLaunch::blocks(int64_t n) const {
 }
 
 std::string GpuLaunch::str() const {
-  return "threads=" + std::to_string(threads) + " group=" + std::to_string(group);
+  return "threads=" + std::to_string(threads) + " group=" + std::to_string(group) +
+         (vector > 1 ? " vector=" + std::to_string(vector) : "");
+}
+
+bool gpu_vectorizable(const Kernel& k) {
+  if (!k.loops.empty() || k.outer.empty() || k.outer.back() % kVector != 0) return false;
+  std::set<int> loaded, stored;
+  for (const Instr& in : k.instrs) {
+    if (in.kind == Instr::Kind::load) loaded.insert(in.buffer);
+    if (in.kind == Instr::Kind::store) stored.insert(in.buffer);
+  }
+  for (int b : stored)
+    if (loaded.count(b) != 0) return false;
+  return true;
 }
 
 GpuLaunch gpu_launch(const Kernel& k) {
   GpuLaunch launch;
+  if (gpu_vectorizable(k)) {
+    const int last = static_cast<int>(k.outer.size()) - 1;
+    for (const Instr& in : k.instrs)
+      if ((in.kind == Instr::Kind::load || in.kind == Instr::Kind::store) &&
+          vector_access(in.index, last))
+        launch.vector = kVector;
+  }
   if (k.inner.empty() || k.loops.empty()) return launch;
   const int64_t inner = numel_of(k.inner);
   // Unit-stride loads along the row coalesce across a group's threads.
@@ -750,7 +863,9 @@ std::string cuda_source(std::span<const ir::kernel::Kernel> kernels,
   for (size_t k = 0; k < kernels.size(); ++k) {
     const GpuLaunch launch = launches.empty() ? gpu_launch(kernels[k]) : launches[k];
     KILN_CHECK(launch.threads % 32 == 0 && launch.threads > 0 && launch.threads <= 1024 &&
-                   (launch.group == 1 || launch.group == 32 || launch.group == launch.threads),
+                   (launch.group == 1 || launch.group == 32 || launch.group == launch.threads) &&
+                   (launch.vector == 1 || (launch.vector == kVector && launch.group == 1 &&
+                                           gpu_vectorizable(kernels[k]))),
                "cuda_source: kernel ", kernels[k].name, " has no such GPU schedule (", launch.str(),
                ")");
     Emitter(kernels[k], launch, os).run();

@@ -46,16 +46,30 @@ inline constexpr int64_t kMaxBlocks = 16384;
 struct GpuLaunch {
   int threads = kBlockThreads; // per block
   int group = 1;               // threads per outer point: 1, 32 or threads
-  int64_t points_per_block() const { return threads / group; }
+  int vector = 1;              // outer points per thread: 1, or kVector (gpu_vectorizable)
+  int64_t points_per_block() const { return threads / group * vector; }
   /// Blocks for n outer points: one pass over them, at most kMaxBlocks, at least 1.
   int64_t blocks(int64_t n) const;
   /// "threads=256 group=32".
   std::string str() const;
 };
 
+/// Points per thread of a vectorized kernel.
+inline constexpr int kVector = 4;
+
+/// Whether kernel k can run kVector neighbouring points (along its last outer dim) per
+/// thread: a pointwise kernel (no inner loops) whose last outer extent is a multiple of
+/// kVector and that loads no buffer it stores. Its accesses that run unit-stride along that
+/// dim from a multiple of kVector elements load and store the points' elements as one vector
+/// (128 bits for f32: `kiln_vec4`); the others element by element. A vector access needs its
+/// buffer aligned to the vector (at most 16 bytes): the kernel checks at entry and otherwise
+/// runs a point per thread.
+bool gpu_vectorizable(const ir::kernel::Kernel& k);
+
 /// The heuristic: a group per row for reductions of at least 64 points whose loads run
 /// unit-stride along the last inner variable, or whose kernel has too few outer points to fill
-/// the device (4096); a warp up to 1024 points, the block beyond; otherwise a thread per point.
+/// the device (4096); a warp up to 1024 points, the block beyond; otherwise a thread per point,
+/// kVector points per thread when the kernel is vectorizable and has a vector access.
 GpuLaunch gpu_launch(const ir::kernel::Kernel& k);
 
 /// What every translation unit of kiln's CUDA starts with: the helpers the kernels share

@@ -38,8 +38,8 @@ Expected<std::string> host_build(const std::string& source) {
   std::ofstream(src) << source;
   const char* env = std::getenv("KILN_CUDA_HOST_CXX");
   const std::string cmd = std::string(env != nullptr && *env != '\0' ? env : "c++") +
-                          " -std=c++17 -O1 -shared -fPIC -o '" + so.string() + "' '" +
-                          src.string() + "' 2>&1";
+                          " -std=c++17 -O1 -fno-strict-aliasing -shared -fPIC -o '" + so.string() +
+                          "' '" + src.string() + "' 2>&1";
   std::string out;
   if (FILE* p = ::popen(cmd.c_str(), "r")) {
     char buf[4096];

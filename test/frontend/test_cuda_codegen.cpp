@@ -272,8 +272,9 @@ public:
       std::ofstream f(tmp_.file("kernels.cpp"));
       f << source;
     }
-    const std::string cmd = "c++ -std=c++17 -O1 -shared -fPIC -o " + tmp_.file("kernels.so") + " " +
-                            tmp_.file("kernels.cpp") + " > " + tmp_.file("cc.log") + " 2>&1";
+    const std::string cmd = "c++ -std=c++17 -O1 -fno-strict-aliasing -shared -fPIC -o " +
+                            tmp_.file("kernels.so") + " " + tmp_.file("kernels.cpp") + " > " +
+                            tmp_.file("cc.log") + " 2>&1";
     if (std::system(cmd.c_str()) != 0) {
       std::ifstream log(tmp_.file("cc.log"));
       FAIL(what << ": the host build of the CUDA source fails\n"
@@ -297,11 +298,13 @@ private:
   void* lib_ = nullptr;
 };
 
-/// The GPU schedules a kernel is run under: a thread per point, and for kernels with inner
-/// loops a warp and a block per point too, besides the heuristic's.
+/// The GPU schedules a kernel is run under: a thread per point, for kernels with inner loops
+/// a warp and a block per point too, and for vectorizable ones kVector points per thread.
 std::vector<codegen::cuda::GpuLaunch> launch_forms(const ir::kernel::Kernel& k) {
   std::vector<codegen::cuda::GpuLaunch> forms{{256, 1}};
   if (!k.loops.empty()) forms.insert(forms.end(), {{256, 32}, {128, 128}, {64, 1}});
+  if (codegen::cuda::gpu_vectorizable(k))
+    forms.insert(forms.end(), {{256, 1, codegen::cuda::kVector}, {64, 1, codegen::cuda::kVector}});
   return forms;
 }
 
@@ -365,27 +368,36 @@ void check_host_cuda(const std::string& text, const std::string& what) {
     run_cpu(cpu_kernels[2 * k + 1], 2 * k + 1, mag);
     for (size_t f = 0; f < forms; ++f) {
       const codegen::cuda::GpuLaunch& launch = launches[f][k];
-      INFO("GPU schedule " << launch.str());
-      std::vector<std::vector<char>> gpu;
-      std::vector<char*> ptrs;
-      for (size_t b = 0; b < kernel.buffers.size(); ++b)
-        gpu.push_back(kernel.buffers[b].output ? buffer_bytes(kernel.buffers[b], b) : eager[b]);
-      for (std::vector<char>& bytes : gpu)
-        ptrs.push_back(bytes.data());
-      const long long n = kernel.outer_numel();
-      builds[f]->entry(kernel.name)(ptrs.data(), n,
-                                    static_cast<unsigned>(std::min<int64_t>(launch.blocks(n), 7)));
-      for (size_t b = 0; b < kernel.buffers.size(); ++b) {
-        if (!kernel.buffers[b].output) continue;
-        const DType t = kernel.buffers[b].dtype;
-        AccuracyOptions opts;
-        if (is_floating(t)) opts.magnitude = tensor_of(mag[b], DType::f64);
-        const std::optional<std::string> bad =
-            check_accuracy(tensor_of(gpu[b], t), tensor_of(eager[b], t),
-                           is_floating(t) ? tensor_of(ref[b], DType::f64) : Tensor(), opts);
-        INFO("buffer " << kernel.buffers[b].name << " (" << dtype_name(t)
-                       << "): " << bad.value_or(""));
-        CHECK_FALSE(bad);
+      // A vectorized kernel also runs on buffers one element off their vectors' alignment
+      // (its scalar path).
+      for (int64_t shift = 0; shift <= (launch.vector > 1 ? 1 : 0); ++shift) {
+        INFO("GPU schedule " << launch.str() << (shift ? ", buffers misaligned" : ""));
+        std::vector<std::vector<char>> gpu;
+        std::vector<char*> ptrs;
+        for (size_t b = 0; b < kernel.buffers.size(); ++b) {
+          const ir::kernel::Buffer& buf = kernel.buffers[b];
+          const std::vector<char> bytes = buf.output ? buffer_bytes(buf, b) : eager[b];
+          gpu.emplace_back(static_cast<size_t>(shift * itemsize(buf.dtype)), '\0');
+          gpu.back().insert(gpu.back().end(), bytes.begin(), bytes.end());
+        }
+        for (size_t b = 0; b < gpu.size(); ++b)
+          ptrs.push_back(gpu[b].data() + shift * itemsize(kernel.buffers[b].dtype));
+        const long long n = kernel.outer_numel();
+        builds[f]->entry(kernel.name)(
+            ptrs.data(), n, static_cast<unsigned>(std::min<int64_t>(launch.blocks(n), 7)));
+        for (size_t b = 0; b < kernel.buffers.size(); ++b) {
+          if (!kernel.buffers[b].output) continue;
+          const DType t = kernel.buffers[b].dtype;
+          const std::vector<char> out(gpu[b].begin() + shift * itemsize(t), gpu[b].end());
+          AccuracyOptions opts;
+          if (is_floating(t)) opts.magnitude = tensor_of(mag[b], DType::f64);
+          const std::optional<std::string> bad =
+              check_accuracy(tensor_of(out, t), tensor_of(eager[b], t),
+                             is_floating(t) ? tensor_of(ref[b], DType::f64) : Tensor(), opts);
+          INFO("buffer " << kernel.buffers[b].name << " (" << dtype_name(t)
+                         << "): " << bad.value_or(""));
+          CHECK_FALSE(bad);
+        }
       }
     }
   }
@@ -440,4 +452,57 @@ TEST_CASE("cuda: the CUDA kernels compute what the CPU kernels do, run as host C
   })");
   REQUIRE(g);
   check_host_cuda(lower_for_cuda(**g).kernels, "dtypes");
+}
+
+// The vector form: f32, f16, f64, i64 and bool vectors, a row broadcast (a vector too), a
+// column broadcast (the same element for a thread's points) and a transposed read (element
+// by element).
+const char* const kVectorGraph = R"(graph @vectors {
+    %x : f32[16,64] = input "x"
+    %y : f32[64] = input "y"
+    %c : f32[16,1] = input "c"
+    %h : f16[16,64] = input "h"
+    %d : f64[16,64] = input "d"
+    %l : i64[16,64] = input "l"
+    %tr : f32[64,16] = input "tr"
+    %a : f32[16,64] = mul(%x, %y)
+    %b : f32[16,64] = add(%a, %c)
+    %hf : f32[16,64] = cast(%h) {dtype = f32}
+    %e : f32[16,64] = add(%b, %hf)
+    %t : f32[16,64] = permute(%tr) {dims = [1, 0]}
+    %f : f32[16,64] = maximum(%e, %t)
+    %g : f16[16,64] = cast(%f) {dtype = f16}
+    %dd : f64[16,64] = mul(%d, %d)
+    %ll : i64[16,64] = add(%l, %l)
+    %p : bool[16,64] = gt(%f, %x)
+    return %f, %g, %dd, %ll, %p
+  })";
+
+TEST_CASE("cuda: pointwise kernels compute 4 points per thread through vector loads and stores",
+          "[llvm]") {
+  Expected<std::unique_ptr<ir::Graph>> g = ir::parse_graph(kVectorGraph);
+  REQUIRE(g);
+  const Lowered l = lower_for_cuda(**g);
+  INFO(l.source);
+  CHECK(l.source.find("kiln_vec4<float, 16>") != std::string::npos);
+  CHECK(l.source.find("kiln_vec4<unsigned short, 8>") != std::string::npos);
+  CHECK(l.source.find("kiln_vec4<double, 16>") != std::string::npos);
+  check_host_cuda(l.kernels, "vectors");
+  // Not for a row of 33: its points would straddle rows.
+  Expected<std::unique_ptr<ir::Graph>> odd = ir::parse_graph(R"(graph @odd {
+    %x : f32[6,33] = input "x"
+    %y : f32[6,33] = relu(%x)
+    return %y
+  })");
+  REQUIRE(odd);
+  CHECK(lower_for_cuda(**odd).source.find("kiln_vec4<float") == std::string::npos);
+  if (!codegen::cuda::built_with_cuda()) {
+    WARN("kiln was built without CUDA: the NVRTC checks are skipped");
+    return;
+  }
+  Expected<codegen::cuda::NvrtcOutput> out =
+      codegen::cuda::nvrtc_compile(l.source, "vectors.cu", "sm_90");
+  REQUIRE(out);
+  CHECK(std::regex_search(out->ptx, std::regex(R"(ld\.global(\.nc)?\.v4\.f32)")));
+  CHECK(out->ptx.find("st.global.v4.f32") != std::string::npos);
 }
