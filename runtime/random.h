@@ -13,7 +13,8 @@
 // - randn: element i uses block i / 4; words (w0, w1) give normals 0 and 1, (w2, w3) give 2
 //   and 3, by Box-Muller: u1 = (w_even >> 8 + 1) * 2^-24 in (0, 1], u2 = (w_odd >> 8) * 2^-24,
 //   r = sqrt(-2 ln u1), normal 2k = r cos(2 pi u2), normal 2k+1 = r sin(2 pi u2), computed in
-//   f32 (f64 for f64 tensors, from the same 24-bit uniforms).
+//   f64 with kiln's own ln, sin and cos (runtime/kernels/normal_math.h, shared with CUDA), then
+//   rounded to the dtype.
 // - randint(low, high): element i uses block i / 4, word i % 4: low + (w mod (high - low))
 //   for ranges below 2^32; 64-bit ranges use two words like f64.
 // - Blocks reserved = ceil(numel / 4), or ceil(numel / 2) for f64 rand and 64-bit randint.

@@ -37,9 +37,10 @@ Expected<std::string> host_build(const std::string& source) {
   const fs::path src = fs::path(dir) / "kernels.cpp", so = fs::path(dir) / "kernels.so";
   std::ofstream(src) << source;
   const char* env = std::getenv("KILN_CUDA_HOST_CXX");
-  const std::string cmd = std::string(env != nullptr && *env != '\0' ? env : "c++") +
-                          " -std=c++17 -O1 -fno-strict-aliasing -shared -fPIC -o '" + so.string() +
-                          "' '" + src.string() + "' 2>&1";
+  const std::string cmd =
+      std::string(env != nullptr && *env != '\0' ? env : "c++") +
+      " -std=c++17 -O1 -fno-strict-aliasing -ffp-contract=off -shared -fPIC -o '" + so.string() +
+      "' '" + src.string() + "' 2>&1";
   std::string out;
   if (FILE* p = ::popen(cmd.c_str(), "r")) {
     char buf[4096];

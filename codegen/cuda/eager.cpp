@@ -1,6 +1,7 @@
 // CUDA's eager kernels: single-op graphs through the lowering pipeline.
 #include "codegen/cuda/eager.h"
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -116,6 +117,29 @@ bool shares_storage_with(const Tensor& r, std::span<const Tensor> inputs) {
   return false;
 }
 
+/// Whether a and b are the same elements: one storage, offset, sizes and strides.
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a.impl().storage != nullptr && a.impl().storage == b.impl().storage &&
+         a.storage_offset() == b.storage_offset() && a.sizes() == b.sizes() &&
+         a.strides() == b.strides();
+}
+
+bool is_out(const Tensor& r, std::span<Tensor> out) {
+  return std::any_of(out.begin(), out.end(), [&](const Tensor& o) { return same_view(r, o); });
+}
+
+/// Whether op's kernel may write its result straight into `out`: out overlaps no operand,
+/// or op is pointwise and each operand it overlaps is out itself (element i is read before
+/// it is written, by the same thread). The plan still writes it only when it is contiguous
+/// and of the result's dtype (Plan::run's `into`).
+bool writable_in_place(Op op, const Tensor& out, std::span<const Tensor> inputs) {
+  for (const Tensor& t : inputs)
+    if (t.impl().storage != nullptr && t.impl().storage == out.impl().storage &&
+        !(schema(op).kind == OpKind::pointwise && same_view(t, out)))
+      return false;
+  return true;
+}
+
 std::vector<Tensor> run_op(Op op, std::span<const Tensor> inputs, const Attrs& attrs,
                            std::span<const TensorMeta> metas, std::span<Tensor> out) {
   TracerScope untraced(nullptr);
@@ -171,10 +195,14 @@ std::vector<Tensor> run_op(Op op, std::span<const Tensor> inputs, const Attrs& a
     results = on_host(op, on_device, attrs, metas, device);
   } else if (const CompiledGraph* cg = cache().get(op, on_device, attrs, device)) {
     if (!cg->plan.host_steps().empty()) ++g_host_fallbacks; // a library call, for now
-    results = cg->run(on_device);
+    // An out= tensor the kernel may write itself (no copy after).
+    std::vector<Tensor> into;
+    for (const Tensor& o : out)
+      into.push_back(writable_in_place(op, o, on_device) ? o : Tensor());
+    results = cg->plan.run(on_device, into);
     // A result the pipeline left an operand (an identity) is still a fresh tensor.
     for (Tensor& r : results)
-      if (shares_storage_with(r, on_device)) {
+      if (!is_out(r, out) && shares_storage_with(r, on_device)) {
         Tensor fresh = make_tensor(r.sizes(), r.dtype(), device);
         write_into(fresh, r, device);
         r = fresh;
@@ -187,7 +215,7 @@ std::vector<Tensor> run_op(Op op, std::span<const Tensor> inputs, const Attrs& a
              results.size(), " results");
   for (size_t k = 0; k < out.size(); ++k) {
     check_out(schema(op), results[k].sizes(), results[k].dtype(), out[k]);
-    write_into(out[k], results[k], device);
+    if (!same_view(results[k], out[k])) write_into(out[k], results[k], device);
     out[k].impl().storage->bump_version();
   }
   return std::vector<Tensor>(out.begin(), out.end());

@@ -4,11 +4,11 @@
 // second call with the same signature launches at once.
 //
 // Ops without a lowering (factories, random ops, data movement, cumsum, conv2d, pooling) run
-// as CUDA's library kernels (codegen/cuda/library.h), matmul through cuBLASLt. What has no
-// CUDA code yet runs on the host, on copies of the operands, its results copied back: randn
-// (its log, sqrt, sin and cos would differ from the CPU's libm in the last bit), scatter,
-// floor_divide, remainder, and the steps of a graph the CUDA target leaves to the host
-// (Plan::run_on). host_fallbacks counts them.
+// as CUDA's library kernels (codegen/cuda/library.h), matmul through cuBLASLt or the library.
+// Random ops draw the CPU's Philox numbers, bit for bit, for the same seed and offsets. What
+// has no CUDA code yet runs on the host, on copies of the operands, its results copied back:
+// the library's gaps (bool results of a few ops, ranks above 8) and the steps of a graph the
+// CUDA target leaves to the host (Plan::run_on). host_fallbacks counts them.
 //
 // Registered with dispatch() (runtime/ops/dispatch.h) when libkiln_codegen loads.
 #pragma once
@@ -18,8 +18,8 @@
 namespace kiln::codegen::cuda {
 
 /// Calls to CUDA eager kernels so far: single-op graphs compiled (first calls of a
-/// signature), calls that ran on the host, wholly (randn, graphs the CUDA target could not
-/// compile) or in part (a library call's step), and calls run by a library kernel.
+/// signature), calls that ran on the host, wholly (ops without CUDA code, graphs the CUDA
+/// target could not compile) or in part (a library call's step), and calls run by a library kernel.
 struct EagerCounters {
   int64_t compiled = 0;
   int64_t host_fallbacks = 0;

@@ -12,6 +12,7 @@
 #include "codegen/cuda/cuda_target.h"
 #include "runtime/cuda/device.h"
 #include "runtime/kernels/convert.h"
+#include "runtime/kernels/normal_math.h"
 #include "runtime/ops/dispatch.h"
 #include "runtime/random.h"
 #include "runtime/tensor_impl.h"
@@ -201,6 +202,23 @@ template <typename D> static __device__ void kiln_rand53(const kiln_lib_args& a)
   KILN_POINTS(t) out[t] = (double)(kiln_word64(a, t) >> 11) * 0x1p-53;
 }
 
+// randn (seed i0, offset i1): element t's pair of words from block t / 4 by Box-Muller, in
+// double through KILN_NORMAL_MATH (the CPU's bits), rounded to the dtype.
+template <typename D> static __device__ void kiln_randn(const kiln_lib_args& a) {
+  typename D::S* out = (typename D::S*)a.p[0];
+  KILN_POINTS(t) {
+    unsigned w[4];
+    kiln_philox((kiln_u64_t)a.i[1] + (kiln_u64_t)(t / 4), (kiln_u64_t)a.i[0], w);
+    const int k = (int)(t % 4) & 2;
+    const double u1 = (double)((w[k] >> 8) + 1) * 0x1p-24; // (0, 1]
+    const double u2 = (double)(w[k + 1] >> 8) * 0x1p-24;   // [0, 1)
+    const double r = sqrt(-2.0 * kiln_nm_log(u1));
+    double sin_t, cos_t;
+    kiln_nm_sincos(6.283185307179586 * u2, &sin_t, &cos_t);
+    out[t] = D::st((typename D::C)(t % 2 == 0 ? r * cos_t : r * sin_t));
+  }
+}
+
 // randint (seed i0, offset i1): low i2 + w mod range i3, w of 64 bits when the range is.
 template <typename D> static __device__ void kiln_randint(const kiln_lib_args& a) {
   typename D::S* out = (typename D::S*)a.p[0];
@@ -383,6 +401,72 @@ template <typename D> static __device__ void kiln_matmul(const kiln_lib_args& a)
   }
 }
 
+// floor_divide (i0 = 0) and remainder (i0 = 1) of operands in the result's dtype, broadcast
+// by their strides (st[1], st[2]) over the dense result: Python's rules as the CPU's
+// (runtime/kernels/binary.cpp). Floats: the quotient from fmod (exact on both sides); an
+// integer division by zero raises the flag p3.
+static __device__ __forceinline__ float kiln_fmod(float x, float y) { return fmodf(x, y); }
+static __device__ __forceinline__ double kiln_fmod(double x, double y) { return fmod(x, y); }
+static __device__ __forceinline__ float kiln_floor(float x) { return floorf(x); }
+static __device__ __forceinline__ double kiln_floor(double x) { return floor(x); }
+static __device__ __forceinline__ float kiln_copysign(float x, float y) { return copysignf(x, y); }
+static __device__ __forceinline__ double kiln_copysign(double x, double y) { return copysign(x, y); }
+template <typename C> static __device__ __forceinline__ C kiln_divmod(C x, C y, bool rem, int*) {
+  const C mod = kiln_fmod(x, y);
+  if (rem) return mod != 0 && ((y < 0) != (mod < 0)) ? mod + y : mod;
+  if (y == 0) return x / y;
+  C div = (x - mod) / y;
+  if (mod != 0 && ((y < 0) != (mod < 0))) div -= 1;
+  if (div == 0) return kiln_copysign((C)0, x / y);
+  C floordiv = kiln_floor(div);
+  if (div - floordiv > (C)0.5) floordiv += 1;
+  return floordiv;
+}
+template <> __device__ __forceinline__ kiln_i64 kiln_divmod<kiln_i64>(kiln_i64 x, kiln_i64 y,
+                                                                      bool rem, int* bad) {
+  if (y == 0) {
+    *bad = 1;
+    return 0;
+  }
+  if (y == -1) return rem ? 0 : (kiln_i64)(0ull - (kiln_u64_t)x);
+  const kiln_i64 q = x / y, r = x % y;
+  const bool adjust = r != 0 && ((r < 0) != (y < 0));
+  return rem ? (adjust ? r + y : r) : (adjust ? q - 1 : q);
+}
+template <typename D> static __device__ void kiln_divmod_kernel(const kiln_lib_args& a) {
+  typename D::S* out = (typename D::S*)a.p[0];
+  const typename D::S* x = (const typename D::S*)a.p[1];
+  const typename D::S* y = (const typename D::S*)a.p[2];
+  int* bad = (int*)a.p[3];
+  KILN_POINTS(t) {
+    const kiln_offsets f = kiln_unravel(a, t);
+    out[f.o[0]] = D::st(kiln_divmod(D::ld(x[f.o[1]]), D::ld(y[f.o[2]]), a.i[0] != 0, bad));
+  }
+}
+
+// scatter: a thread per line of the index along dim (the other coordinates: a.size, with
+// size 1 at dim), writing its positions in order, so a repeated target keeps the last write as
+// on the CPU. out (p0, already x's copy), src (p1), index (p2, i64) by strides st[0..2] over the
+// line; i: len, out / src / index strides along dim, extent of out's dim; a bad index raises
+// the flag p3.
+template <typename D> static __device__ void kiln_scatter(const kiln_lib_args& a) {
+  typename D::S* out = (typename D::S*)a.p[0];
+  const typename D::S* src = (const typename D::S*)a.p[1];
+  const kiln_i64* index = (const kiln_i64*)a.p[2];
+  int* bad = (int*)a.p[3];
+  KILN_POINTS(t) {
+    const kiln_offsets f = kiln_unravel(a, t);
+    for (kiln_i64 k = 0; k < a.i[0]; ++k) {
+      const kiln_i64 j = index[f.o[2] + k * a.i[3]];
+      if (j < 0 || j >= a.i[4]) {
+        *bad = 1;
+        continue;
+      }
+      out[f.o[0] + j * a.i[1]] = src[f.o[1] + k * a.i[2]];
+    }
+  }
+}
+
 #ifdef __CUDACC__
 #define KILN_LIB(F, SUFFIX, D)                                                         \
   extern "C" __global__ void __launch_bounds__(256) F##_##SUFFIX(kiln_lib_args a) { F<D>(a); }
@@ -405,10 +489,13 @@ const std::vector<Family>& families() {
       {"kiln_copy", {"w1", "w2", "w4", "w8"}},
       {"kiln_fill", {"w1", "w2", "w4", "w8"}},
       {"kiln_take", {"w1", "w2", "w4", "w8"}},
+      {"kiln_scatter", {"w1", "w2", "w4", "w8"}},
+      {"kiln_divmod_kernel", {"f32", "f64", "f16", "bf16", "i64", "i32", "i8", "u8"}},
       {"kiln_arange_float", {"f32", "f64", "f16", "bf16"}},
       {"kiln_arange_int", {"i64", "i32", "i8", "u8"}},
       {"kiln_rand24", {"f32", "f16", "bf16"}},
       {"kiln_rand53", {"f64"}},
+      {"kiln_randn", {"f32", "f64", "f16", "bf16"}},
       {"kiln_randint", {"f32", "f64", "f16", "bf16", "i64", "i32", "i8", "u8"}},
       {"kiln_cumsum", {"f32", "f64", "f16", "bf16", "i64", "i32", "i8", "u8"}},
       {"kiln_conv2d", {"f32", "f64", "f16", "bf16"}},
@@ -538,6 +625,46 @@ Tensor as_dtype(const Tensor& t, DType d) {
 
 bool fits(const Tensor& t) { return t.dim() <= kMaxRank; }
 
+/// A device int a kernel sets when an operand is bad (an index out of range, an integer
+/// division by zero); raised() reads it back (a synchronous copy).
+class DeviceFlag {
+public:
+  explicit DeviceFlag(Device device) : device_(device), t_(make_tensor({1}, DType::i32, device)) {
+    const int32_t zero = 0;
+    kiln::cuda::detail::copy_to_device(ptr(t_), &zero, sizeof zero, device_);
+  }
+  char* ptr_() const { return ptr(t_); }
+  bool raised() const {
+    int32_t flag = 0;
+    kiln::cuda::detail::copy_to_host(&flag, ptr(t_), sizeof flag, device_);
+    return flag != 0;
+  }
+
+private:
+  Device device_;
+  Tensor t_;
+};
+
+/// The error of a raised index flag: the first bad index, found on the host to name it as
+/// the CPU does.
+void report_bad_index(const char* op, const Tensor& index, int64_t extent, int64_t dim) {
+  const Tensor host = index.to(Device::cpu()).contiguous();
+  const auto* v = static_cast<const int64_t*>(host.raw_data());
+  for (int64_t k = 0; k < host.numel(); ++k)
+    KILN_CHECK(v[k] >= 0 && v[k] < extent, op, ": index ", v[k], " is out of range for dim ", dim,
+               " of size ", extent);
+  KILN_ASSERT(false, op, ": the device flagged an index the host finds in range");
+}
+
+/// t's strides over `sizes` (t broadcast to them, right-aligned): 0 along broadcast dims.
+Shape broadcast_strides(const Tensor& t, IntList sizes) {
+  Shape st(sizes.size(), 0);
+  const size_t skip = sizes.size() - static_cast<size_t>(t.dim());
+  for (size_t d = 0; d < static_cast<size_t>(t.dim()); ++d)
+    st[skip + d] = t.sizes()[d] == 1 ? 0 : t.strides()[d];
+  return st;
+}
+
 /// index_select and gather: out[p] = x[p with dim's coordinate index[p']]. `index_strides`
 /// address the index over the output's points.
 Tensor take(const char* op, const Tensor& x, const Tensor& index, IntList index_strides,
@@ -549,29 +676,18 @@ Tensor take(const char* op, const Tensor& x, const Tensor& index, IntList index_
   if (x.dim() > 0) xs[static_cast<size_t>(dim)] = 0;
   // A 0-d x: the one element, at every point.
   if (x.dim() == 0) xs.assign(out.sizes().size(), 0);
-  Tensor bad = make_tensor({1}, DType::i32, device);
-  const int32_t zero = 0;
-  kiln::cuda::detail::copy_to_device(ptr(bad), &zero, sizeof zero, device);
+  const DeviceFlag bad(device);
   a.p[0] = ptr(out);
   a.p[1] = ptr(x);
   a.p[2] = ptr(index);
-  a.p[3] = ptr(bad);
+  a.p[3] = bad.ptr_();
   set_strides(a, 0, out.strides());
   set_strides(a, 1, xs);
   set_strides(a, 2, index_strides);
   a.i[0] = x.dim() == 0 ? 0 : x.stride(dim);
   a.i[1] = extent;
   launch(kernel_name("kiln_take", word_of(x.itemsize())), a, device);
-  int32_t flag = 0;
-  kiln::cuda::detail::copy_to_host(&flag, ptr(bad), sizeof flag, device);
-  if (flag != 0) {
-    // The first bad index, found on the host to name it as the CPU does.
-    const Tensor host = index.to(Device::cpu()).contiguous();
-    const auto* v = static_cast<const int64_t*>(host.raw_data());
-    for (int64_t k = 0; k < host.numel(); ++k)
-      KILN_CHECK(v[k] >= 0 && v[k] < extent, op, ": index ", v[k], " is out of range for dim ", dim,
-                 " of size ", extent);
-  }
+  if (bad.raised()) report_bad_index(op, index, extent, dim);
   return out;
 }
 
@@ -600,8 +716,9 @@ std::optional<Tensor> run_one(Op op, std::span<const Tensor> in, const Attrs& at
     return out;
   }
   case Op::rand:
+  case Op::randn:
   case Op::randint: {
-    if (sfx.empty() || (op == Op::rand && !is_floating(meta.dtype))) return std::nullopt;
+    if (sfx.empty() || (op != Op::randint && !is_floating(meta.dtype))) return std::nullopt;
     Tensor out = make_tensor(meta.sizes, meta.dtype, device);
     LibraryArgs a = args_over(out.sizes());
     a.p[0] = ptr(out);
@@ -612,7 +729,7 @@ std::optional<Tensor> run_one(Op op, std::span<const Tensor> in, const Attrs& at
       a.i[3] = static_cast<long long>(static_cast<uint64_t>(attrs.i(1)) -
                                       static_cast<uint64_t>(attrs.i(0)));
       if (static_cast<uint64_t>(a.i[3]) > 0xffffffffull) per_block = 2;
-    } else if (meta.dtype == DType::f64) {
+    } else if (op == Op::rand && meta.dtype == DType::f64) {
       per_block = 2;
     }
     const uint64_t n = static_cast<uint64_t>(out.numel());
@@ -620,6 +737,7 @@ std::optional<Tensor> run_one(Op op, std::span<const Tensor> in, const Attrs& at
     a.i[0] = static_cast<long long>(st.seed);
     a.i[1] = static_cast<long long>(st.offset);
     const char* family = op == Op::randint          ? "kiln_randint"
+                         : op == Op::randn          ? "kiln_randn"
                          : meta.dtype == DType::f64 ? "kiln_rand53"
                                                     : "kiln_rand24";
     launch(kernel_name(family, sfx), a, device);
@@ -640,6 +758,54 @@ std::optional<Tensor> run_one(Op op, std::span<const Tensor> in, const Attrs& at
     const Tensor index = as_dtype(in[1], DType::i64);
     if (index.dim() != static_cast<int64_t>(meta.sizes.size())) return std::nullopt;
     return take("gather", x, index, index.strides(), dim, meta, device);
+  }
+  case Op::floor_divide:
+  case Op::remainder: {
+    if (sfx.empty()) return std::nullopt;
+    const Tensor x = as_dtype(in[0], meta.dtype), y = as_dtype(in[1], meta.dtype);
+    Tensor out = make_tensor(meta.sizes, meta.dtype, device);
+    LibraryArgs a = args_over(out.sizes());
+    set_strides(a, 0, out.strides());
+    set_strides(a, 1, broadcast_strides(x, out.sizes()));
+    set_strides(a, 2, broadcast_strides(y, out.sizes()));
+    const DeviceFlag bad(device);
+    a.p[0] = ptr(out);
+    a.p[1] = ptr(x);
+    a.p[2] = ptr(y);
+    a.p[3] = bad.ptr_();
+    a.i[0] = op == Op::remainder ? 1 : 0;
+    launch(kernel_name("kiln_divmod_kernel", sfx), a, device);
+    KILN_CHECK(!bad.raised(), op_name(op), ": integer division by zero");
+    return out;
+  }
+  case Op::scatter: {
+    const Tensor &x = in[0], &src = in[2];
+    const Tensor index = as_dtype(in[1], DType::i64);
+    if (x.dim() == 0 || index.dim() != x.dim() || src.dim() != x.dim() || x.dtype() != meta.dtype ||
+        src.dtype() != meta.dtype)
+      return std::nullopt;
+    const int64_t dim = wrap_dim(attrs.i(0), x.dim(), "scatter");
+    Tensor out = make_tensor(meta.sizes, meta.dtype, device);
+    copy_strided(out, x, device);
+    // A thread per line of the index along dim.
+    Shape lines = index.sizes();
+    lines[static_cast<size_t>(dim)] = 1;
+    LibraryArgs a = args_over(lines);
+    if (index.numel() == 0) a.n = 0;
+    set_strides(a, 0, out.strides());
+    set_strides(a, 1, src.strides());
+    set_strides(a, 2, index.strides());
+    const DeviceFlag bad(device);
+    a.p[0] = ptr(out);
+    a.p[1] = ptr(src);
+    a.p[2] = ptr(index);
+    a.p[3] = bad.ptr_();
+    const int64_t v[5] = {index.size(dim), out.stride(dim), src.stride(dim), index.stride(dim),
+                          out.size(dim)};
+    std::copy(std::begin(v), std::end(v), a.i);
+    launch(kernel_name("kiln_scatter", word_of(out.itemsize())), a, device);
+    if (bad.raised()) report_bad_index("scatter", index, out.size(dim), dim);
+    return out;
   }
   case Op::cat: {
     Tensor out = make_tensor(meta.sizes, meta.dtype, device);
@@ -794,6 +960,12 @@ std::optional<Tensor> run_one(Op op, std::span<const Tensor> in, const Attrs& at
 std::string library_source() {
   std::string s(cuda_preamble());
   s += "\n" KILN_TEXT(KILN_LIBRARY_ARGS) "\n";
+  // randn's math, the CPU's text (runtime/kernels/normal_math.h).
+  s += "#define KILN_FN static __device__ __forceinline__\n"
+       "static __device__ __forceinline__ long long kiln_nm_bits(double x) {\n"
+       "  return __double_as_longlong(x);\n}\n"
+       "static __device__ __forceinline__ double kiln_nm_double(long long b) {\n"
+       "  return __longlong_as_double(b);\n}\n" KILN_TEXT(KILN_NORMAL_MATH) "\n";
   s += kKernels;
   for (const Family& f : families())
     for (const char* t : f.types)

@@ -1,6 +1,7 @@
 // The caching allocator of device memory.
 #include "runtime/cuda/caching_allocator.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <tuple>
 #include <vector>
@@ -25,6 +26,8 @@ CachingAllocator::~CachingAllocator() {
       delete b;
   for (auto& [ptr, b] : live_)
     delete b;
+  for (Pending& p : pending_)
+    delete p.block;
   for (auto& [base, bytes] : segments_)
     raw_.free(base);
 }
@@ -76,6 +79,7 @@ void CachingAllocator::release_free_segments() {
 
 void* CachingAllocator::allocate(size_t bytes, uintptr_t stream) {
   std::lock_guard lock(mu_);
+  process_pending();
   const size_t size = round_size(bytes);
   const bool small = size <= kSmallRequest;
   Pool& pool = pool_of(small);
@@ -133,6 +137,21 @@ void CachingAllocator::deallocate(void* ptr) {
   ++stats_.frees;
   stats_.allocated -= b->size;
   stats_.requested -= b->requested;
+  if (!b->uses.empty()) {
+    // Used on other streams: reusable once their work queued so far is done.
+    Pending p{b, {}};
+    for (uintptr_t s : b->uses)
+      if (const uintptr_t e = raw_.record_event(s); e != 0) p.events.push_back(e);
+    b->uses.clear();
+    if (!p.events.empty()) {
+      pending_.push_back(std::move(p));
+      return;
+    }
+  }
+  insert_free(b);
+}
+
+void CachingAllocator::insert_free(Block* b) {
   b->free = true;
   Pool& pool = pool_of(b->small);
   // Merge with free neighbours of the segment.
@@ -154,8 +173,37 @@ void CachingAllocator::deallocate(void* ptr) {
   pool.insert(b);
 }
 
+void CachingAllocator::process_pending() {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    std::vector<uintptr_t>& events = it->events;
+    events.erase(std::remove_if(events.begin(), events.end(),
+                                [&](uintptr_t e) { return raw_.event_done(e); }),
+                 events.end());
+    if (!events.empty()) {
+      ++it;
+      continue;
+    }
+    insert_free(it->block);
+    it = pending_.erase(it);
+  }
+}
+
+void CachingAllocator::record_stream(void* ptr, uintptr_t stream) {
+  std::lock_guard lock(mu_);
+  auto it = live_.find(static_cast<char*>(ptr));
+  KILN_CHECK(it != live_.end(), "CUDA allocator: record_stream of ", ptr,
+             ", which is not a live block");
+  if (stream != it->second->stream) it->second->uses.insert(stream);
+}
+
+size_t CachingAllocator::pending_frees() const {
+  std::lock_guard lock(mu_);
+  return pending_.size();
+}
+
 void CachingAllocator::empty_cache() {
   std::lock_guard lock(mu_);
+  process_pending();
   release_free_segments();
 }
 

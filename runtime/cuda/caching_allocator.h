@@ -8,7 +8,10 @@
 // the smallest free block of its pool and stream that fits (best fit), split when the rest is
 // worth keeping (over 512 bytes in the small pool, over 1 MiB in the large); a freed block
 // merges with its free neighbours in its segment. Blocks belong to the stream they were
-// allocated on and are reused only on it. empty_cache() returns every wholly free segment.
+// allocated on and are reused only on it. A block also used on other streams
+// (record_stream) is held at free until the work those streams had queued by then is done
+// (an event recorded on each, queried at the next allocation), as PyTorch's. empty_cache()
+// returns every wholly free segment.
 #pragma once
 
 #include <cstddef>
@@ -19,16 +22,29 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace kiln::cuda {
 
-/// Where segments come from: the driver (cuMemAlloc) or, in tests, the host.
+/// Where segments come from: the driver (cuMemAlloc) or, in tests, the host; and the events
+/// that tell when a stream's queued work is done.
 class RawMemory {
 public:
   virtual ~RawMemory() = default;
   /// A new segment of `bytes`, or null when the device is out of memory.
   virtual void* allocate(size_t bytes) = 0;
   virtual void free(void* ptr) = 0;
+  /// An event marking the work queued on `stream` so far (0: none is needed, it is done; the
+  /// default, for memory whose streams run synchronously).
+  virtual uintptr_t record_event(uintptr_t stream) {
+    (void)stream;
+    return 0;
+  }
+  /// Whether the work before the event is done; then the event is destroyed.
+  virtual bool event_done(uintptr_t event) {
+    (void)event;
+    return true;
+  }
 };
 
 struct DeviceMemoryStats {
@@ -54,6 +70,11 @@ public:
   void* allocate(size_t bytes, uintptr_t stream = 0);
   /// Returns a block allocate() gave; a pointer it did not give is a kiln::Error.
   void deallocate(void* ptr);
+  /// Marks the live block at `ptr` as used on `stream` too: when it is freed, it is reused
+  /// only after the work queued on `stream` by then is done (PyTorch's record_stream).
+  void record_stream(void* ptr, uintptr_t stream);
+  /// Blocks freed but waiting for another stream's work.
+  size_t pending_frees() const;
   /// Frees every segment with no live block.
   void empty_cache();
   DeviceMemoryStats stats() const;
@@ -80,6 +101,12 @@ private:
     Block* prev = nullptr; // neighbours within the segment
     Block* next = nullptr;
     char* segment = nullptr;
+    std::set<uintptr_t> uses; // other streams it was used on (record_stream)
+  };
+  /// A freed block waiting for the events of its other streams.
+  struct Pending {
+    Block* block;
+    std::vector<uintptr_t> events;
   };
   struct ByStreamSize {
     bool operator()(const Block* a, const Block* b) const;
@@ -87,6 +114,10 @@ private:
   using Pool = std::set<Block*, ByStreamSize>;
 
   Block* take(Pool& pool, size_t size, uintptr_t stream);
+  /// Puts a freed block back in its pool, merged with its free neighbours.
+  void insert_free(Block* b);
+  /// Returns the pending blocks whose events are done to their pools.
+  void process_pending();
   Block* new_segment(size_t size, bool small, uintptr_t stream);
   void release_free_segments();
   Pool& pool_of(bool small) { return small ? small_ : large_; }
@@ -96,6 +127,7 @@ private:
   Pool small_, large_;
   std::unordered_map<char*, Block*> live_; // by pointer
   std::map<char*, size_t> segments_;       // segment base -> bytes
+  std::vector<Pending> pending_;
   DeviceMemoryStats stats_;
 };
 

@@ -180,6 +180,23 @@ public:
     d.use(index_);
     d.check(d.mem_free(reinterpret_cast<CUdeviceptr>(ptr)), "cuMemFree");
   }
+  uintptr_t record_event(uintptr_t stream) override {
+    Driver& d = driver();
+    d.use(index_);
+    CUevent e = nullptr;
+    d.check(d.event_create(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate (record_stream)");
+    d.check(d.event_record(e, reinterpret_cast<CUstream>(stream)), "cuEventRecord (record_stream)");
+    return reinterpret_cast<uintptr_t>(e);
+  }
+  bool event_done(uintptr_t event) override {
+    Driver& d = driver();
+    d.use(index_);
+    const CUresult r = d.event_query(reinterpret_cast<CUevent>(event));
+    if (r == CUDA_ERROR_NOT_READY) return false;
+    d.check(r, "cuEventQuery (record_stream)");
+    (void)d.event_destroy(reinterpret_cast<CUevent>(event));
+    return true;
+  }
 
 private:
   int index_;
@@ -446,6 +463,19 @@ std::string memory_summary(int index) {
   if (is_available()) return cuda_allocator().pool(index).summary(name);
 #endif
   return "no CUDA memory on " + name + ": " + unavailable_reason() + "\n";
+}
+
+void record_stream(const Tensor& t, const Stream& s) {
+  KILN_CHECK(t.device().is_cuda() && t.device().index == s.device(), "record_stream: a tensor on ",
+             t.device(), " and a stream of cuda:", s.device());
+  const std::shared_ptr<Storage>& storage = t.impl().storage;
+  if (storage == nullptr || storage->data() == nullptr) return; // nothing allocated
+#if KILN_HAVE_CUDA
+  CachingAllocator& pool = cuda_allocator().pool(s.device());
+  KILN_CHECK(storage->allocator() == &cuda_allocator().on(s.device()),
+             "record_stream: the tensor's memory is not kiln's CUDA allocator's (borrowed?)");
+  pool.record_stream(storage->data(), reinterpret_cast<uintptr_t>(s.handle()));
+#endif
 }
 
 // ---- streams and events ----

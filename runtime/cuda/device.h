@@ -43,8 +43,8 @@ std::string device_name(int index = 0);
 /// streams may overlap. Kiln queues its kernels, library calls and copies on the thread's
 /// current stream (current_stream; the device's default stream unless a StreamGuard says
 /// otherwise), and its caching allocator reuses a freed block only on the stream it was
-/// allocated on. A tensor used on another stream than its own must outlive that work
-/// (synchronize first), as PyTorch's record_stream would otherwise see to.
+/// allocated on. A tensor used on another stream than its own must outlive that work, or be
+/// marked with record_stream.
 class Stream {
 public:
   /// A new stream on device `index` (non-blocking: it does not wait for the default stream).
@@ -67,6 +67,11 @@ private:
   void* handle_ = nullptr;
   int device_ = 0;
 };
+
+/// Marks t's memory (of kiln's CUDA allocator) as used on stream `s` too: when t's storage is
+/// freed, the allocator reuses it only after the work queued on `s` by then is done, so work
+/// on another stream than the allocation's may outlive the tensor (PyTorch's record_stream).
+void record_stream(const Tensor& t, const Stream& s);
 
 /// The stream kiln queues work for device `index` on, on this thread.
 Stream current_stream(int index = 0);

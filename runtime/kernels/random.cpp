@@ -1,11 +1,27 @@
 // Eager kernels of rand, randn and randint: the Philox stream layout of runtime/random.h.
 #include "runtime/random.h"
 
+#include <bit>
 #include <cmath>
 
 #include "runtime/kernels/convert.h"
 #include "runtime/kernels/indexed_fill.h"
+#include "runtime/kernels/normal_math.h"
 #include "runtime/ops/op.h"
+
+namespace kiln::kernels {
+namespace {
+inline long long kiln_nm_bits(double x) { return std::bit_cast<long long>(x); }
+inline double kiln_nm_double(long long b) { return std::bit_cast<double>(b); }
+#define KILN_FN inline
+KILN_NORMAL_MATH
+#undef KILN_FN
+} // namespace
+
+double normal_log(double x) { return kiln_nm_log(x); }
+void normal_sincos(double t, double* sin_t, double* cos_t) { kiln_nm_sincos(t, sin_t, cos_t); }
+
+} // namespace kiln::kernels
 
 namespace kiln::ops {
 namespace {
@@ -81,29 +97,29 @@ void kernel_rand(std::span<const Tensor>, const Attrs&, std::span<Tensor> out) {
   });
 }
 
-// Box-Muller over pairs of words: (w0, w1) give normals 0 and 1 of a block, (w2, w3) 2 and 3.
+// Box-Muller over pairs of words: (w0, w1) give normals 0 and 1 of a block, (w2, w3) 2 and 3,
+// in double through KILN_NORMAL_MATH (the CUDA library computes the same bits), rounded to
+// the dtype.
 void kernel_randn(std::span<const Tensor>, const Attrs&, std::span<Tensor> out) {
   const Tensor& o = out[0];
   PhiloxState st = default_generator().reserve(ceil_div(o.numel(), 4));
   visit_dtype(o.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (kernels::is_floating_v<T>) {
-      // f64 tensors do the arithmetic in double (from the same 24-bit uniforms), others in f32.
-      using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
       kernels::fill_indexed<T>(o, [st] {
         // Both normals of a pair share r and theta: remember the last pair's.
-        return [cache = BlockCache(st), pair = ~uint64_t{0}, r = C(0),
-                theta = C(0)](int64_t i) mutable {
+        return [cache = BlockCache(st), pair = ~uint64_t{0}, r = 0.0, sin_t = 0.0,
+                cos_t = 0.0](int64_t i) mutable {
           if (static_cast<uint64_t>(i) / 2 != pair) {
             pair = static_cast<uint64_t>(i) / 2;
             const auto& w = cache.block(static_cast<uint64_t>(i) / 4);
-            int k = static_cast<int>(i % 4) & 2;
-            C u1 = static_cast<C>((w[k] >> 8) + 1) * static_cast<C>(kTwoPow24Inv); // (0, 1]
-            C u2 = static_cast<C>(w[k + 1] >> 8) * static_cast<C>(kTwoPow24Inv);   // [0, 1)
-            r = std::sqrt(C(-2) * std::log(u1));
-            theta = static_cast<C>(6.283185307179586476925) * u2; // 2 pi, rounded to C
+            const int k = static_cast<int>(i % 4) & 2;
+            const double u1 = static_cast<double>((w[k] >> 8) + 1) * 0x1p-24; // (0, 1]
+            const double u2 = static_cast<double>(w[k + 1] >> 8) * 0x1p-24;   // [0, 1)
+            r = std::sqrt(-2.0 * kernels::normal_log(u1));
+            kernels::normal_sincos(6.283185307179586 * u2, &sin_t, &cos_t);
           }
-          return T((i % 2) == 0 ? r * std::cos(theta) : r * std::sin(theta));
+          return kernels::convert<T, double>(i % 2 == 0 ? r * cos_t : r * sin_t);
         };
       });
     } else {

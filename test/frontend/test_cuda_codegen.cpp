@@ -272,9 +272,10 @@ public:
       std::ofstream f(tmp_.file("kernels.cpp"));
       f << source;
     }
-    const std::string cmd = "c++ -std=c++17 -O1 -fno-strict-aliasing -shared -fPIC -o " +
-                            tmp_.file("kernels.so") + " " + tmp_.file("kernels.cpp") + " > " +
-                            tmp_.file("cc.log") + " 2>&1";
+    const std::string cmd =
+        "c++ -std=c++17 -O1 -fno-strict-aliasing -ffp-contract=off -shared -fPIC -o " +
+        tmp_.file("kernels.so") + " " + tmp_.file("kernels.cpp") + " > " + tmp_.file("cc.log") +
+        " 2>&1";
     if (std::system(cmd.c_str()) != 0) {
       std::ifstream log(tmp_.file("cc.log"));
       FAIL(what << ": the host build of the CUDA source fails\n"

@@ -2,6 +2,8 @@
 // f64 reference rule, bit for bit where the numbers are the CPU's (random ops, integers).
 // Without a device each test says so and passes; `ctest -L cuda` runs them on the emulated
 // device ($KILN_CUDA_EMULATE=1, runtime/cuda/device.h), and scripts/gpu-check on a GPU.
+#include <limits>
+
 #include "codegen/cuda/eager.h"
 #include "frontend_testing.h"
 #include "models/zoo.h"
@@ -119,6 +121,19 @@ TEST_CASE("cuda device: eager ops on views, dtypes, reductions and in-place writ
   col.mul_(-1.0);
   cold.mul_(-1.0);
   KILN_REQUIRE_BITWISE(host(cd), c);
+  // A contiguous destination of the result's dtype is the kernel's output: no tensor is
+  // allocated for the result (the signature compiled above, so nothing else allocates).
+  const uint64_t allocations = cuda::memory_stats().allocations;
+  cd.add_(bd);
+  c.add_(b);
+  CHECK(cuda::memory_stats().allocations == allocations);
+  KILN_REQUIRE_BITWISE(host(cd), c);
+  // In place over the operand's own elements in another order: not written in place.
+  Tensor sq = randn({6, 6}), sqd = sq.to(kCuda);
+  sq.add_(sq.t());
+  sqd.add_(sqd.t());
+  KILN_REQUIRE_BITWISE(host(sqd), sq);
+  KILN_REQUIRE_BITWISE(host(sqd), host(sqd.t())); // symmetric
   // copy_ across devices, both ways.
   Tensor back = zeros({5, 37});
   back.copy_(cd);
@@ -250,6 +265,18 @@ TEST_CASE("cuda device: streams, events and pinned memory", "[cuda]") {
   s.synchronize();
   KILN_REQUIRE_CLOSE(
       host(y), [](const Tensor& x) { return exp(x) + 1.0; }, a);
+  // record_stream: a default-stream tensor read on s stays reserved until s's work is done
+  // (the allocator's side is tested in test_cuda_allocator.cpp); not for CPU tensors.
+  Tensor z = ones({64}, TensorOptions().device(kCuda));
+  {
+    cuda::StreamGuard guard(s);
+    y = z * 2.0;
+  }
+  cuda::record_stream(z, s);
+  z = Tensor();
+  s.synchronize();
+  KILN_REQUIRE_BITWISE(host(y), full({64}, 2.0));
+  CHECK_THROWS_WITH(cuda::record_stream(ones({2}), s), Catch::Contains("record_stream"));
 }
 
 TEST_CASE("cuda device: a reduction of few long rows is split to fill the device", "[cuda]") {
@@ -293,6 +320,10 @@ TEST_CASE("cuda device: ops without a lowering run as library kernels, giving th
       manual_seed(11);
       KILN_REQUIRE_BITWISE(host(r), rand({1001}, TensorOptions(d)));
       CHECK(default_generator().offset() == offset);
+      manual_seed(12);
+      Tensor n = randn({1001}, on_cuda.dtype(d));
+      manual_seed(12);
+      KILN_REQUIRE_BITWISE(host(n), randn({1001}, TensorOptions(d)));
     }
     for (auto [low, high] : {std::pair<int64_t, int64_t>{-7, 9}, {0, int64_t{1} << 40}}) {
       manual_seed(3);
@@ -326,6 +357,29 @@ TEST_CASE("cuda device: ops without a lowering run as library kernels, giving th
     Tensor u = randint(0, 200, {4, 33}, DType::u8);
     KILN_REQUIRE_BITWISE(host(pad(u.to(kCuda), {1, 1}, 7)), pad(u, {1, 1}, 7));
     KILN_REQUIRE_BITWISE(host(cumsum(bi.to(kCuda), 2)), cumsum(bi, 2));
+    // scatter: a repeated target keeps the last write of its line.
+    Tensor si = tensor(std::vector<int64_t>{2, 0, 2, 1, 1, 1}).view({2, 3});
+    Tensor src = randn({2, 3}), dst = randn({3, 3});
+    KILN_REQUIRE_BITWISE(host(scatter(dst.to(kCuda), 0, si.to(kCuda), src.to(kCuda))),
+                         scatter(dst, 0, si, src));
+    KILN_REQUIRE_BITWISE(host(scatter(dst.to(kCuda).t(), 1, si.to(kCuda), src.to(kCuda))),
+                         scatter(dst.t(), 1, si, src));
+    // floor_divide and remainder: Python's rules, broadcast, floats and integers, a CPU
+    // scalar.
+    Tensor fx = tensor(std::vector<float>{1.0f, -7.5f, 7.5f, -0.0f, 3.0f, 5.0f, -1.0f, 0.0f});
+    Tensor fy = tensor(std::vector<float>{0.1f, 2.0f, -2.0f, 3.0f, 0.0f, -0.0f, 0.25f, 0.0f});
+    for (DType d : {DType::f32, DType::f64, DType::f16}) {
+      const Tensor x = fx.to(d), y = fy.to(d);
+      KILN_REQUIRE_BITWISE(host(floor_divide(x.to(kCuda), y.to(kCuda))), floor_divide(x, y));
+      KILN_REQUIRE_BITWISE(host(remainder(x.to(kCuda), y.to(kCuda))), remainder(x, y));
+    }
+    Tensor ix = randint(-50, 50, {4, 9}), iy = randint(1, 7, {9}) * (randint(0, 2, {9}) * 2 - 1);
+    ix.view({-1}).slice(0, 0, 1).fill_(std::numeric_limits<int64_t>::min());
+    iy.slice(0, 0, 1).fill_(-1);
+    KILN_REQUIRE_BITWISE(host(floor_divide(ix.to(kCuda), iy.to(kCuda))), floor_divide(ix, iy));
+    KILN_REQUIRE_BITWISE(host(remainder(ix.to(kCuda), iy.to(kCuda))), remainder(ix, iy));
+    Tensor i8 = randint(-128, 128, {33}, DType::i8), five = full({}, 5, DType::i8);
+    KILN_REQUIRE_BITWISE(host(remainder(i8.to(kCuda), five)), remainder(i8, five));
     KILN_REQUIRE_BITWISE(host(cumsum(u.to(kCuda).t(), 0, DType::i32)),
                          cumsum(u.t(), 0, DType::i32));
     on_device();
@@ -376,6 +430,12 @@ TEST_CASE("cuda device: ops without a lowering run as library kernels, giving th
     Tensor bad = tensor(std::vector<int64_t>{1, 4}).to(kCuda);
     CHECK_THROWS_WITH(index_select(a, 0, bad), Catch::Contains("index_select") &&
                                                    Catch::Contains("index 4 is out of range"));
+    CHECK_THROWS_WITH(
+        scatter(a, 0, tensor(std::vector<int64_t>{0, 9}).view({1, 2}).to(kCuda), a.slice(0, 0, 1)),
+        Catch::Contains("scatter") && Catch::Contains("index 9 is out of range"));
+    Tensor i = tensor(std::vector<int64_t>{4, 5}).to(kCuda);
+    CHECK_THROWS_WITH(floor_divide(i, tensor(std::vector<int64_t>{1, 0}).to(kCuda)),
+                      Catch::Contains("floor_divide: integer division by zero"));
     CHECK_THROWS_WITH(
         gather(a, 1, tensor(std::vector<int64_t>{0, -1, 2, 0}).view({4, 1}).to(kCuda)),
         Catch::Contains("gather") && Catch::Contains("index -1 is out of range"));

@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdlib>
 #include <map>
+#include <set>
+#include <vector>
 
 #include "runtime/cuda/caching_allocator.h"
 #include "runtime/error.h"
@@ -150,4 +152,46 @@ TEST_CASE("cuda allocator: peaks and the summary") {
   CHECK_THAT(s, Catch::Contains("Reserved memory"));
   CHECK_THAT(s, Catch::Contains("20.00 MiB"));
   CHECK_THAT(s, Catch::Contains("1 / 1"));
+}
+
+TEST_CASE("cuda allocator: a block used on another stream is reused only after its events") {
+  // Events the test completes by hand.
+  class EventMemory final : public kiln::cuda::RawMemory {
+  public:
+    void* allocate(size_t bytes) override { return host.allocate(bytes); }
+    void free(void* p) override { host.free(p); }
+    uintptr_t record_event(uintptr_t stream) override {
+      recorded.push_back(stream);
+      return recorded.size(); // events 1, 2, ...
+    }
+    bool event_done(uintptr_t event) override { return done.count(event) != 0; }
+    HostMemory host{1024 * MiB};
+    std::vector<uintptr_t> recorded;
+    std::set<uintptr_t> done;
+  } mem;
+  CachingAllocator a(mem);
+  void* p = a.allocate(4096, /*stream=*/1);
+  a.record_stream(p, 1); // its own stream: nothing to wait for
+  a.record_stream(p, 2);
+  a.record_stream(p, 3);
+  a.deallocate(p);
+  CHECK(mem.recorded == std::vector<uintptr_t>{2, 3}); // an event on each other stream
+  CHECK(a.pending_frees() == 1);
+  CHECK(a.stats().allocated == 0);
+  void* q = a.allocate(4096, 1);
+  CHECK(q != p); // stream 2's and 3's work may still read p
+  mem.done.insert(1);
+  void* r = a.allocate(4096, 1);
+  CHECK(r != p); // stream 3's still may
+  mem.done.insert(2);
+  a.deallocate(r);
+  void* s = a.allocate(4096, 1);
+  CHECK(s == p); // both done: p is free again, merged into its segment
+  CHECK(a.pending_frees() == 0);
+  // A block with no other stream is free at once; record_stream of a freed pointer is an
+  // error.
+  a.deallocate(q);
+  CHECK(a.pending_frees() == 0);
+  CHECK_THROWS_WITH(a.record_stream(q, 2), Catch::Contains("not a live block"));
+  a.deallocate(s);
 }

@@ -1,11 +1,14 @@
 // Random ops: Philox 4x32-10, and rand/randn/randint following the stream layout of
 // runtime/random.h bit for bit (the contract compiled kernels rely on).
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 #include <kiln/kiln.h>
 
+#include "runtime/kernels/normal_math.h"
 #include "runtime/ops/dispatch.h"
 #include "runtime/random.h"
 
@@ -106,26 +109,53 @@ TEST_CASE("rand is independent of the thread count", "[random]") {
   CHECK(many[99999] == uniform24(word(99, 0, 99999 / 4, 99999 % 4)));
 }
 
+TEST_CASE("randn's log and sincos: within a few units in the last place of libm's", "[random]") {
+  // log over (0, 1] (Box-Muller's u1: 24-bit steps, the smallest 2^-24) and beyond; sin and
+  // cos over [0, 2 pi), every quadrant.
+  for (int k = 0; k <= 4000; ++k) {
+    const double x = k == 0 ? 0x1p-24 : std::ldexp(1.0 + k / 4000.0, -(k % 25)) / 2;
+    INFO("x = " << x);
+    CHECK(std::abs(kernels::normal_log(x) - std::log(x)) <=
+          4 * std::numeric_limits<double>::epsilon() * std::max(1.0, std::abs(std::log(x))));
+    const double t = 2 * std::numbers::pi * k / 4001.0;
+    double s = 0, c = 0;
+    kernels::normal_sincos(t, &s, &c);
+    CHECK(std::abs(s - std::sin(t)) <= 4 * std::numeric_limits<double>::epsilon());
+    CHECK(std::abs(c - std::cos(t)) <= 4 * std::numeric_limits<double>::epsilon());
+  }
+  CHECK(kernels::normal_log(1.0) == 0.0);
+}
+
 TEST_CASE("randn: Box-Muller over the documented words, mean 0 and std 1", "[random]") {
   const uint64_t seed = 5;
   manual_seed(seed);
   std::vector<float> z = randn({6}).to_vector<float>();
+  // Normal i of the reservation at offset o, by kiln's math (bit for bit) and by libm (to
+  // within a few units in the last place of a double).
+  auto normal = [seed](uint64_t o, int i, bool libm) {
+    const int k = (i % 4) & 2;
+    const double u1 = static_cast<double>((word(seed, o, i / 4, k) >> 8) + 1) * 0x1p-24;
+    const double u2 = static_cast<double>(word(seed, o, i / 4, k + 1) >> 8) * 0x1p-24;
+    const double theta = 2 * std::numbers::pi * u2;
+    if (libm) {
+      const double r = std::sqrt(-2.0 * std::log(u1));
+      return i % 2 == 0 ? r * std::cos(theta) : r * std::sin(theta);
+    }
+    double s = 0, c = 0;
+    kernels::normal_sincos(theta, &s, &c);
+    const double r = std::sqrt(-2.0 * kernels::normal_log(u1));
+    return i % 2 == 0 ? r * c : r * s;
+  };
   for (int i = 0; i < 6; ++i) {
-    int k = (i % 4) & 2;
-    float u1 = static_cast<float>((word(seed, 0, i / 4, k) >> 8) + 1) * 0x1p-24f;
-    float u2 = uniform24(word(seed, 0, i / 4, k + 1));
-    float r = std::sqrt(-2.0f * std::log(u1));
-    float theta = static_cast<float>(2 * std::numbers::pi) * u2;
-    CHECK(z[i] == (i % 2 == 0 ? r * std::cos(theta) : r * std::sin(theta)));
+    CHECK(z[i] == static_cast<float>(normal(0, i, false)));
+    CHECK(std::abs(z[i] - normal(0, i, true)) <=
+          1e-6 * std::max(1.0, std::abs(normal(0, i, true))));
   }
   CHECK(default_generator().offset() == 2);
   std::vector<double> zd = randn({2}, DType::f64).to_vector<double>();
-  {
-    double u1 = static_cast<double>((word(seed, 2, 0, 0) >> 8) + 1) * 0x1p-24;
-    double u2 = static_cast<double>(word(seed, 2, 0, 1) >> 8) * 0x1p-24;
-    double r = std::sqrt(-2.0 * std::log(u1));
-    CHECK(zd[0] == r * std::cos(2 * std::numbers::pi * u2));
-    CHECK(zd[1] == r * std::sin(2 * std::numbers::pi * u2));
+  for (int i = 0; i < 2; ++i) {
+    CHECK(zd[i] == normal(2, i, false));
+    CHECK(std::abs(zd[i] - normal(2, i, true)) <= 1e-14 * std::max(1.0, std::abs(zd[i])));
   }
   manual_seed(2024);
   Tensor big = randn({100000});
