@@ -208,6 +208,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                   const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
                   double eps = 1e-5);
 Tensor dropout(const Tensor& x, double p, bool training);
+/// Rows `indices` of `weight` [num_embeddings, dim], as torch::embedding(weight, indices):
+/// weight first, the reverse of Python's F.embedding(input, weight). Swapped arguments (an
+/// integer weight and floating indices) are an error that says so.
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor one_hot(const Tensor& indices, int64_t num_classes);
 /// Logits [N, C] (or [N, C, ...]) and class indices [N]; reduction "mean", "sum" or "none".

@@ -189,6 +189,14 @@ Tensor Tensor::std(IntList d, bool k, int64_t c) const { return kiln::std(*this,
 Tensor Tensor::argmax(std::optional<int64_t> d, bool k) const { return kiln::argmax(*this, d, k); }
 Tensor Tensor::argmin(std::optional<int64_t> d, bool k) const { return kiln::argmin(*this, d, k); }
 Tensor Tensor::cumsum(int64_t d) const { return kiln::cumsum(*this, d); }
+std::vector<Tensor> Tensor::split(int64_t size, int64_t d) const {
+  return kiln::split(*this, size, d);
+}
+std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t d) const {
+  return kiln::chunk(*this, chunks, d);
+}
+Tensor Tensor::tril(int64_t diagonal) const { return kiln::tril(*this, diagonal); }
+Tensor Tensor::triu(int64_t diagonal) const { return kiln::triu(*this, diagonal); }
 Tensor Tensor::softmax(int64_t d) const { return kiln::softmax(*this, d); }
 Tensor Tensor::log_softmax(int64_t d) const { return kiln::log_softmax(*this, d); }
 Tensor Tensor::matmul(const Tensor& o) const { return kiln::matmul(*this, o); }

@@ -107,6 +107,10 @@ public:
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor contiguous() const;
   Tensor detach() const;
+  /// Views of `split_size` along dim (the last one shorter), as torch::Tensor::split.
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  /// `chunks` views along dim of ceil(size / chunks) (fewer when they run out).
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
 
   // ---- conversions ----
   Tensor to(DType t) const;
@@ -139,6 +143,9 @@ public:
   Tensor round() const;
   Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max) const;
   Tensor masked_fill(const Tensor& mask, Scalar value) const;
+  /// The lower (upper) triangle of the last two dims from `diagonal`, the rest zero.
+  Tensor tril(int64_t diagonal = 0) const;
+  Tensor triu(int64_t diagonal = 0) const;
 
   // ---- reductions ----
   Tensor sum(IntList dims = {}, bool keepdim = false) const;

@@ -129,6 +129,12 @@ Tensor dropout(const Tensor& x, double p, bool training) {
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  KILN_CHECK(!(is_integral(weight.dtype()) && is_floating(indices.dtype())),
+             "embedding: the arguments look swapped: kiln::embedding(weight, indices) follows "
+             "torch::embedding, weight first (Python's F.embedding(input, weight) is the "
+             "reverse); got weight ",
+             weight.dtype(), shape_str(weight.sizes()), " and indices ", indices.dtype(),
+             shape_str(indices.sizes()));
   KILN_CHECK(weight.dim() == 2, "embedding: weight must be 2-d [num_embeddings, dim], got ",
              shape_str(weight.sizes()));
   KILN_CHECK(is_integral(indices.dtype()), "embedding: indices must be an integer tensor, got ",

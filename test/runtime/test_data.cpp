@@ -185,6 +185,11 @@ TEST_CASE("split and chunk return views", "[data]") {
   CHECK_THROWS_WITH(split(a, 0),
                     Catch::Contains("split: split_size can only be 0 if the dimension size is 0"));
   CHECK_THROWS_WITH(split(a, -1), Catch::Contains("split: split_size must be non-negative"));
+  // The methods, as libtorch has them.
+  CHECK(vals(m.split(3, 1)[1]) == std::vector<float>{3, 7, 11});
+  CHECK(m.chunk(2, -1)[1].shape() == Shape{3, 2});
+  CHECK(vals(m.tril()) == vals(tril(m)));
+  CHECK(vals(m.triu(1)) == std::vector<float>{0, 1, 2, 3, 0, 0, 6, 7, 0, 0, 0, 11});
 }
 
 TEST_CASE("index_select", "[data]") {

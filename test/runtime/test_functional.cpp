@@ -232,6 +232,10 @@ TEST_CASE("embedding gathers rows and keeps the index shape", "[functional]") {
   CHECK_THROWS_WITH(embedding(w, zeros({2})),
                     Catch::Contains("embedding: indices must be an integer tensor, got f32"));
   CHECK_THROWS_AS(embedding(w, tensor<int64_t>({4})), kiln::Error);
+  // Python's argument order (F.embedding(input, weight)) is told apart, not read as a 2-d
+  // integer weight.
+  CHECK_THROWS_WITH(embedding(idx, w), Catch::Contains("embedding: the arguments look swapped") &&
+                                           Catch::Contains("torch::embedding, weight first"));
 }
 
 TEST_CASE("one_hot encodes class indices as i64", "[functional]") {
