@@ -34,6 +34,10 @@ Tensor& Tensor::requires_grad_(bool r) {
              "requires_grad_: only floating-point tensors can require "
              "gradients, got ",
              dtype());
+  KILN_CHECK(!r || !impl().inference, "requires_grad_: an inference tensor (made under "
+                                      "InferenceMode) can't require grad");
+  KILN_CHECK(r || is_leaf(), "requires_grad_: only a leaf's flag can be changed (use detach() "
+                             "for a tensor without history)");
   impl().requires_grad = r;
   return *this;
 }

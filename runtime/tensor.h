@@ -78,9 +78,20 @@ public:
 
   // ---- autograd flags ----
   bool requires_grad() const { return impl().requires_grad; }
+  /// Marks a leaf as requiring grad (or not; a result of recorded ops stays as it is).
   Tensor& requires_grad_(bool r = true);
+  /// The gradient accumulated by backward (leaves, and tensors after retain_grad()).
   Tensor grad() const;
   void set_grad(const Tensor& g);
+  /// Runs backward from this tensor (runtime/autograd/autograd.h): `gradient` is its own
+  /// (implied ones for a one-element tensor); retain_graph keeps the graph for another
+  /// backward (default: create_graph); create_graph records the backward pass itself.
+  void backward(const Tensor& gradient = {}, std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false) const;
+  /// Keeps this non-leaf tensor's gradient in grad() at the next backward.
+  Tensor& retain_grad();
+  /// Not the result of a recorded op.
+  bool is_leaf() const;
 
   // ---- host reads ----
   /// The value of a one-element tensor, converted to T.

@@ -9,6 +9,10 @@
 
 namespace kiln {
 
+namespace autograd {
+struct AutogradMeta; // runtime/autograd/node.h
+}
+
 /// What the tracing frontend attaches to a traced tensor: a handle to the value of the
 /// pending graph that will hold it. Defined by frontend/; the runtime only carries it.
 struct TraceHandle {
@@ -28,6 +32,8 @@ struct TensorImpl {
   /// kind (float/int/bool), like a Python number in PyTorch.
   bool wrapped_number = false;
   std::shared_ptr<TensorImpl> grad;
+  std::shared_ptr<autograd::AutogradMeta> autograd; // its history (runtime/autograd)
+  bool inference = false; // made under InferenceMode: never joins an autograd graph
 
   bool is_traced() const { return trace != nullptr; }
   int64_t numel() const { return numel_of(sizes); }

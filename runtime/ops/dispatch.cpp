@@ -4,7 +4,9 @@
 #include <atomic>
 #include <optional>
 
+#include "runtime/autograd/node.h"
 #include "runtime/error.h"
+#include "runtime/grad_mode.h"
 #include "runtime/tracing.h"
 
 namespace kiln {
@@ -189,10 +191,11 @@ std::optional<Device> device_of(std::span<const Tensor> inputs, std::span<const 
 
 } // namespace
 
-std::vector<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const Attrs& attrs,
-                             std::span<Tensor> out) {
-  if (Tracer* tracer = active_tracer()) [[unlikely]]
-    return tracer->record(op, inputs, attrs, out);
+namespace {
+
+/// The op run by its kernels (the CPU's, or the device's), without autograd.
+std::vector<Tensor> run_kernels(Op op, std::span<const Tensor> inputs, const Attrs& attrs,
+                                std::span<Tensor> out) {
   const OpSchema& s = schema(op);
   std::vector<TensorMeta> metas = infer(s, inputs, attrs);
   KILN_ASSERT(static_cast<int>(metas.size()) == s.num_outputs, s.name, ": inference gave ",
@@ -251,6 +254,30 @@ std::vector<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const Attrs&
   for (Tensor& o : out)
     o.impl().storage->bump_version();
   return std::vector<Tensor>(out.begin(), out.end());
+}
+
+} // namespace
+
+std::vector<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const Attrs& attrs,
+                             std::span<Tensor> out) {
+  if (Tracer* tracer = active_tracer()) [[unlikely]]
+    return tracer->record(op, inputs, attrs, out);
+  if (!is_grad_enabled()) {
+    std::vector<Tensor> results = run_kernels(op, inputs, attrs, out);
+    if (autograd::inference_mode()) [[unlikely]]
+      autograd::mark_inference(results);
+    return results;
+  }
+  // Recorded for autograd when an operand requires grad; the kernels themselves (which may
+  // dispatch ops of their own) record nothing.
+  autograd::Recording rec = autograd::record_before(op, inputs, out);
+  std::vector<Tensor> results;
+  {
+    const NoGradGuard kernels;
+    results = run_kernels(op, inputs, attrs, out);
+  }
+  if (rec.active) autograd::record_after(op, inputs, attrs, results, out, rec);
+  return results;
 }
 
 namespace {

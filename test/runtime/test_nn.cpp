@@ -301,8 +301,9 @@ TEST_CASE("nn: Linear initialisation and forward", "[nn]") {
     CHECK(std::abs(v) <= bound);
 
   nn::Linear small(2, 2);
-  small.weight.copy_(f32({1, 2, 3, 4}, {2, 2}));
-  small.bias.copy_(f32({10, 20}, {2}));
+  // Parameters require grad: written through detach(), as under torch.no_grad().
+  small.weight.detach().copy_(f32({1, 2, 3, 4}, {2, 2}));
+  small.bias.detach().copy_(f32({10, 20}, {2}));
   CHECK(small(f32({1, 1, 0, 2}, {2, 2})).to_vector<float>() == std::vector<float>{13, 27, 14, 28});
   // Leading batch dims pass through.
   CHECK(small(zeros({3, 5, 2})).sizes() == Shape{3, 5, 2});
@@ -326,7 +327,7 @@ TEST_CASE("nn: Conv2d parameters, forward and argument checks", "[nn]") {
   CHECK(c(x).sizes() == Shape{2, 6, 5, 5});
 
   nn::Conv2d one(1, 1, 2, 2, 0, 1, 1, false);
-  one.weight.fill_(1);
+  one.weight.detach().fill_(1);
   CHECK(one(arange(0, 16).to(DType::f32).view({1, 1, 4, 4})).to_vector<float>() ==
         std::vector<float>{10, 18, 42, 50});
   CHECK_THROWS_WITH(nn::Conv2d(3, 4, 3, 1, 0, 1, 2), Catch::Contains("in_channels (3) must be "
@@ -365,8 +366,8 @@ TEST_CASE("nn: LayerNorm normalises the trailing dims", "[nn]") {
   nn::LayerNorm ln{std::vector<int64_t>{2}};
   CHECK(ln.weight.sizes() == Shape{2});
   CHECK(ln.bias.to_vector<float>() == std::vector<float>{0, 0});
-  ln.weight.fill_(2);
-  ln.bias.fill_(1);
+  ln.weight.detach().fill_(2);
+  ln.bias.detach().fill_(1);
   check_close(ln(f32({1, 3, -5, 5}, {2, 2})), f32({-1, 3, -1, 3}, {2, 2}), 1e-4);
   nn::LayerNorm plain(std::vector<int64_t>{2, 2}, 1e-5, false);
   CHECK(plain.named_parameters().empty());
@@ -375,7 +376,7 @@ TEST_CASE("nn: LayerNorm normalises the trailing dims", "[nn]") {
 
 TEST_CASE("nn: Embedding, Dropout, activations, Flatten, pooling", "[nn]") {
   nn::Embedding emb(4, 2);
-  emb.weight.copy_(f32({0, 1, 2, 3, 4, 5, 6, 7}, {4, 2}));
+  emb.weight.detach().copy_(f32({0, 1, 2, 3, 4, 5, 6, 7}, {4, 2}));
   Tensor idx = tensor(std::vector<int64_t>{3, 0, 1, 3}, {2, 2});
   CHECK(emb(idx).sizes() == Shape{2, 2, 2});
   CHECK(emb(idx).to_vector<float>() == std::vector<float>{6, 7, 0, 1, 2, 3, 6, 7});
@@ -512,8 +513,8 @@ TEST_CASE("nn: MultiheadAttention names, shapes and values", "[nn]") {
   for (float v : mha.in_proj_weight.to_vector<float>())
     CHECK(std::abs(v) <= xavier);
   // Non-zero biases so a mix-up of the q/k/v slices shows.
-  mha.in_proj_bias.copy_(randn({12}));
-  mha.out_proj.bias.copy_(randn({4}));
+  mha.in_proj_bias.detach().copy_(randn({12}));
+  mha.out_proj.bias.detach().copy_(randn({4}));
 
   const int64_t n = 2, l = 3, s = 5, e = 4;
   Tensor q = randn({n, l, e}), kv = randn({n, s, e});

@@ -1,0 +1,151 @@
+// Optimizers, as PyTorch's (torch.optim, single-tensor form): the same update formulas in the
+// same order of operations, applied in place to the parameters under NoGradGuard.
+//
+//   optim::AdamW opt(model.parameters(), optim::AdamWOptions{.lr = 3e-4});
+//   loss.backward();
+//   opt.step();
+//   opt.zero_grad();
+//
+// Parameter groups take their own options; a parameter without a gradient is skipped. The
+// state (momentum buffers, Adam's moments and step counts) is kept per parameter.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace kiln::optim {
+
+struct SGDOptions {
+  double lr = 1e-3;
+  double momentum = 0;
+  double dampening = 0;
+  double weight_decay = 0;
+  bool nesterov = false;
+};
+
+struct AdamOptions {
+  double lr = 1e-3;
+  std::pair<double, double> betas{0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 0; // added to the gradient (L2), as torch.optim.Adam
+};
+
+struct AdamWOptions {
+  double lr = 1e-3;
+  std::pair<double, double> betas{0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 1e-2; // decoupled: the parameter shrinks by lr * weight_decay first
+};
+
+/// Parameters that share options.
+template <typename Options> struct ParamGroup {
+  std::vector<Tensor> params;
+  Options options;
+};
+
+class Optimizer {
+public:
+  virtual ~Optimizer() = default;
+  /// One update of every parameter that has a gradient.
+  virtual void step() = 0;
+  /// Clears the gradients: undefined (set_to_none, PyTorch's default) or zeroed in place.
+  void zero_grad(bool set_to_none = true);
+  /// The learning rate of group g (schedulers set it).
+  virtual double lr(size_t group = 0) const = 0;
+  virtual void set_lr(double lr, size_t group) = 0;
+  virtual size_t num_groups() const = 0;
+  /// Every parameter, group after group.
+  std::vector<Tensor> parameters() const;
+
+  /// The state as named tensors ("state.K.NAME" for parameter K in parameters() order, and
+  /// "param_groups.G.lr"), for save_safetensors; load_state_dict takes them back (checking
+  /// the shapes).
+  std::map<std::string, Tensor> state_dict() const;
+  void load_state_dict(const std::map<std::string, Tensor>& state);
+
+protected:
+  std::vector<std::vector<Tensor>> groups_;
+  /// Per parameter (by its TensorImpl), its named state tensors.
+  std::map<const TensorImpl*, std::map<std::string, Tensor>> state_;
+};
+
+class SGD final : public Optimizer {
+public:
+  SGD(std::vector<Tensor> params, SGDOptions options = {});
+  explicit SGD(std::vector<ParamGroup<SGDOptions>> groups);
+  void step() override;
+  double lr(size_t group = 0) const override { return options_.at(group).lr; }
+  void set_lr(double lr, size_t group) override { options_.at(group).lr = lr; }
+  size_t num_groups() const override { return options_.size(); }
+
+private:
+  std::vector<SGDOptions> options_;
+};
+
+/// Adam (decoupled = false) and AdamW (decoupled = true).
+class Adam : public Optimizer {
+public:
+  Adam(std::vector<Tensor> params, AdamOptions options = {});
+  explicit Adam(std::vector<ParamGroup<AdamOptions>> groups);
+  void step() override;
+  double lr(size_t group = 0) const override { return options_.at(group).lr; }
+  void set_lr(double lr, size_t group) override { options_.at(group).lr = lr; }
+  size_t num_groups() const override { return options_.size(); }
+
+protected:
+  Adam() = default;
+  std::vector<AdamOptions> options_;
+  bool decoupled_ = false;
+};
+
+class AdamW final : public Adam {
+public:
+  AdamW(std::vector<Tensor> params, AdamWOptions options = {});
+  explicit AdamW(std::vector<ParamGroup<AdamWOptions>> groups);
+};
+
+/// Multiplies each group's learning rate by gamma every step_size calls of step(), as
+/// torch.optim.lr_scheduler.StepLR.
+class StepLR {
+public:
+  StepLR(Optimizer& opt, int64_t step_size, double gamma = 0.1);
+  void step();
+  double last_lr(size_t group = 0) const { return opt_.lr(group); }
+
+private:
+  Optimizer& opt_;
+  int64_t step_size_, epoch_ = 0;
+  double gamma_;
+  std::vector<double> base_;
+};
+
+/// eta_min + (base - eta_min) (1 + cos(pi t / T_max)) / 2 at step t, as
+/// torch.optim.lr_scheduler.CosineAnnealingLR's closed form.
+class CosineAnnealingLR {
+public:
+  CosineAnnealingLR(Optimizer& opt, int64_t t_max, double eta_min = 0);
+  void step();
+  double last_lr(size_t group = 0) const { return opt_.lr(group); }
+
+private:
+  Optimizer& opt_;
+  int64_t t_max_, epoch_ = 0;
+  double eta_min_;
+  std::vector<double> base_;
+};
+
+} // namespace kiln::optim
+
+namespace kiln::nn::utils {
+
+/// Scales the gradients of `params` so that their joint 2-norm is at most max_norm (by
+/// max_norm / (norm + 1e-6), as PyTorch); returns the norm before clipping.
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
+
+} // namespace kiln::nn::utils

@@ -1,0 +1,235 @@
+// Autograd (runtime/autograd/autograd.h): gradients against finite differences in f64
+// (gradcheck) for the differentiable ops, leaf accumulation, retain_grad, autograd::grad and
+// double backward, the in-place rules, NoGradGuard and InferenceMode.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <functional>
+
+#include <kiln/kiln.h>
+
+#include "runtime/autograd/autograd.h"
+
+using namespace kiln;
+
+namespace {
+
+/// Checks fn's gradients at `inputs` (f64 leaves) against central differences: for a random
+/// weighting v of the output, d(v . fn)/d(input) by autograd::grad equals the finite
+/// difference of v . fn along each input element, within 1e-6 relative to the larger of 1 and
+/// the derivative's size.
+void gradcheck(const std::string& what, const std::function<Tensor(std::vector<Tensor>&)>& fn,
+               std::vector<Tensor> inputs) {
+  INFO(what);
+  for (Tensor& t : inputs)
+    t.requires_grad_(true);
+  Tensor y = fn(inputs);
+  REQUIRE(y.requires_grad());
+  manual_seed(99);
+  const Tensor v = randn(y.sizes(), DType::f64);
+  const std::vector<Tensor> analytic = autograd::grad({y}, inputs, {v});
+  const double h = 1e-6;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    INFO("input " << k << " " << shape_str(inputs[k].sizes()));
+    REQUIRE(analytic[k].sizes() == inputs[k].sizes());
+    REQUIRE(analytic[k].dtype() == DType::f64);
+    const Tensor a = analytic[k].contiguous();
+    for (int64_t i = 0; i < inputs[k].numel(); ++i) {
+      auto at = [&](double delta) {
+        std::vector<Tensor> moved;
+        for (size_t j = 0; j < inputs.size(); ++j) {
+          Tensor c = inputs[j].detach().clone();
+          if (j == k) static_cast<double*>(c.raw_data())[i] += delta;
+          moved.push_back(c);
+        }
+        const NoGradGuard no_grad;
+        return (fn(moved).to(DType::f64) * v).sum().item<double>();
+      };
+      const double numeric = (at(h) - at(-h)) / (2 * h);
+      const double got = static_cast<const double*>(a.raw_data())[i];
+      INFO("element " << i << ": autograd " << got << ", finite differences " << numeric);
+      CHECK(std::abs(got - numeric) <= 1e-6 * std::max(1.0, std::abs(numeric)));
+    }
+  }
+}
+
+Tensor r64(IntList sizes, uint64_t seed) {
+  manual_seed(seed);
+  return randn(sizes, DType::f64);
+}
+/// Positive values away from 0 (for log, sqrt, pow's base).
+Tensor pos64(IntList sizes, uint64_t seed) { return abs(r64(sizes, seed)) + 0.5; }
+
+} // namespace
+
+TEST_CASE("autograd: gradients of pointwise ops match finite differences", "[autograd]") {
+  using V = std::vector<Tensor>;
+  const Tensor a = r64({3, 4}, 1), b = r64({4}, 2), p = pos64({3, 4}, 3);
+  gradcheck("neg abs exp", [](V& x) { return exp(abs(-x[0]) * 0.5); }, {a});
+  gradcheck("log sqrt rsqrt", [](V& x) { return log(x[0]) + sqrt(x[0]) + rsqrt(x[0]); }, {p});
+  gradcheck("sin cos tanh", [](V& x) { return sin(x[0]) * cos(x[0]) + tanh(x[0]); }, {a});
+  gradcheck("sigmoid erf relu", [](V& x) { return sigmoid(x[0]) + erf(x[0]) + relu(x[0]); }, {a});
+  gradcheck("add sub mul div, broadcast",
+            [](V& x) { return (x[0] + x[1]) * x[0] - x[1] / (x[0] * x[0] + 1.0); }, {a, b});
+  gradcheck("pow", [](V& x) { return pow(x[0], x[1]); }, {p, r64({3, 4}, 4)});
+  gradcheck("pow by a scalar", [](V& x) { return pow(x[0], 3.0); }, {a});
+  gradcheck("maximum minimum", [](V& x) { return maximum(x[0], x[1]) + minimum(x[0], x[1] * 2.0); },
+            {a, r64({3, 4}, 5)});
+  gradcheck("where", [](V& x) { return where(x[0] > 0.0, x[0] * 3.0, x[1]); }, {a, r64({3, 4}, 6)});
+  gradcheck("remainder", [](V& x) { return remainder(x[0], 0.7) + floor_divide(x[0], 0.7); },
+            {r64({5}, 7) * 0.1 + 0.3});
+  gradcheck("clamp", [](V& x) { return clamp(x[0], -0.5, 0.5); }, {a});
+}
+
+TEST_CASE("autograd: gradients of reductions, views and data movement match finite differences",
+          "[autograd]") {
+  using V = std::vector<Tensor>;
+  const Tensor a = r64({3, 4, 5}, 11);
+  gradcheck("sum keepdim and not",
+            [](V& x) {
+              return x[0].sum({0, 2}).sum({0}, true) + x[0].sum({1}, true).sum({1});
+            },
+            {a});
+  gradcheck("mean var", [](V& x) { return x[0].mean({1}) + x[0].var({2}).sum({1}, true); }, {a});
+  gradcheck("prod", [](V& x) { return x[0].prod({1}); }, {a});
+  gradcheck("amax amin", [](V& x) { return amax(x[0], {2}) - amin(x[0], {0}).sum({1}); }, {a});
+  gradcheck("cumsum", [](V& x) { return cumsum(x[0], 1) * x[0]; }, {a});
+  gradcheck("softmax log_softmax", [](V& x) { return softmax(x[0], -1) + log_softmax(x[0], 1); },
+            {a});
+  gradcheck("view permute expand",
+            [](V& x) {
+              return x[0].view({12, 5}).t().unsqueeze(0).expand({2, 5, 12}) * 2.0;
+            },
+            {a});
+  gradcheck("slice, step 1 and 2",
+            [](V& x) { return x[0].slice(1, 1, 3) + x[0].slice(1, 0, 4, 2) * 3.0; }, {a});
+  gradcheck("cat and pad (grow and crop)",
+            [](V& x) {
+              return pad(cat({x[0], x[1] * 2.0}, 0), {1, -2, 0, 1});
+            },
+            {a, r64({2, 4, 5}, 12)});
+  gradcheck(
+      "index_select (embedding) and gather",
+      [](V& x) {
+        Tensor idx = tensor(std::vector<int64_t>{2, 0, 2});
+        Tensor g = tensor(std::vector<int64_t>{0, 3, 3, 1, 2, 2, 0, 1, 1, 3, 3, 0}).view({3, 4, 1});
+        return index_select(x[0], 0, idx).sum({2}) +
+               gather(x[0], 2, g.expand({3, 4, 1}) % 5).sum({2});
+      },
+      {a});
+  gradcheck("embedding",
+            [](V& x) {
+              return embedding(x[0], tensor(std::vector<int64_t>{1, 1, 0, 3}, {2, 2}));
+            },
+            {r64({4, 3}, 13)});
+  gradcheck("matmul, batched and broadcast", [](V& x) { return matmul(x[0], x[1]); },
+            {r64({2, 1, 3, 4}, 14), r64({5, 4, 2}, 15)});
+  gradcheck("layer_norm linear gelu",
+            [](V& x) { return gelu(linear(layer_norm(x[0], {4}, x[1], x[2]), x[3])); },
+            {r64({3, 4}, 16), r64({4}, 17), r64({4}, 18), r64({6, 4}, 19)});
+}
+
+TEST_CASE("autograd: leaves accumulate, retain_grad keeps an inner gradient", "[autograd]") {
+  Tensor x = tensor(std::vector<float>{1, 2, 3}).requires_grad_();
+  CHECK(x.is_leaf());
+  Tensor y = x * x;
+  CHECK_FALSE(y.is_leaf());
+  CHECK(y.requires_grad());
+  CHECK(autograd::grad_fn_name(y) == "MulBackward");
+  y.retain_grad();
+  Tensor loss = (y * 2.0).sum();
+  loss.backward();
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{4, 8, 12}); // 2 * 2x
+  CHECK(y.grad().to_vector<float>() == std::vector<float>{2, 2, 2});
+  CHECK_FALSE(x.grad().requires_grad());
+  // A second graph accumulates into the leaf.
+  (x * 3.0).sum().backward();
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{7, 11, 15});
+  // The first graph's saved tensors are gone.
+  CHECK_THROWS_WITH(loss.backward(), Catch::Contains("backward through the graph a second time"));
+  // retain_graph keeps them.
+  x.set_grad(Tensor());
+  Tensor l2 = (x * x).sum();
+  l2.backward({}, true);
+  l2.backward();
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{4, 8, 12});
+  // A non-scalar output needs its gradient.
+  CHECK_THROWS_WITH((x * 2.0).backward(), Catch::Contains("pass the output's gradient"));
+}
+
+TEST_CASE("autograd: autograd::grad, unused inputs and double backward", "[autograd]") {
+  Tensor x = tensor(std::vector<double>{0.5, -1.0, 2.0}).requires_grad_();
+  Tensor z = tensor(std::vector<double>{1.0}).requires_grad_();
+  Tensor y = (x * x * x).sum();
+  std::vector<Tensor> g = autograd::grad({y}, {x}, {}, std::nullopt, /*create_graph=*/true);
+  CHECK(g[0].to_vector<double>() == std::vector<double>{0.75, 3.0, 12.0}); // 3x^2
+  CHECK(g[0].requires_grad());
+  CHECK_FALSE(x.grad().defined()); // grad() does not accumulate
+  std::vector<Tensor> gg = autograd::grad({g[0].sum()}, {x});
+  CHECK(gg[0].to_vector<double>() == std::vector<double>{3.0, -6.0, 12.0}); // 6x
+  CHECK_THROWS_WITH(autograd::grad({(x * 2.0).sum()}, {x, z}), Catch::Contains("not used"));
+  std::vector<Tensor> u = autograd::grad({(x * 2.0).sum()}, {x, z}, {}, std::nullopt, false, true);
+  CHECK_FALSE(u[1].defined());
+}
+
+TEST_CASE("autograd: in-place ops follow PyTorch's rules", "[autograd]") {
+  Tensor w = tensor(std::vector<float>{1, 2}).requires_grad_();
+  CHECK_THROWS_WITH(w.add_(1.0), Catch::Contains("a leaf tensor that requires grad is being used "
+                                                 "in an in-place operation"));
+  {
+    NoGradGuard no_grad;
+    w.add_(1.0); // as an optimizer step does
+  }
+  CHECK(w.to_vector<float>() == std::vector<float>{2, 3});
+  // On a non-leaf: its history continues through the write.
+  Tensor y = w * 3.0;
+  y.mul_(w); // y = 3w * w: dy/dw = 6w
+  y.add_(1.0);
+  CHECK(autograd::grad_fn_name(y) == "AddBackward");
+  y.sum().backward();
+  CHECK(w.grad().to_vector<float>() == std::vector<float>{12, 18});
+  // A tensor saved for backward and then changed in place.
+  Tensor a = w * 1.0;
+  Tensor e = exp(a); // saves its result
+  e.add_(1.0);
+  Tensor s = (a * a).sum(); // saves a
+  a.mul_(2.0);
+  CHECK_THROWS_WITH(s.backward(), Catch::Contains("modified by an inplace operation") &&
+                                      Catch::Contains("MulBackward"));
+}
+
+TEST_CASE("autograd: NoGradGuard and InferenceMode record nothing", "[autograd]") {
+  Tensor w = ones({2}).requires_grad_();
+  {
+    NoGradGuard no_grad;
+    Tensor y = w * 2.0;
+    CHECK_FALSE(y.requires_grad());
+  }
+  Tensor made;
+  {
+    InferenceMode inference;
+    CHECK(InferenceMode::is_enabled());
+    made = w * 2.0;
+    CHECK_FALSE(made.requires_grad());
+    CHECK(autograd::is_inference(made));
+  }
+  CHECK_FALSE(InferenceMode::is_enabled());
+  CHECK_THROWS_WITH(made.requires_grad_(), Catch::Contains("inference tensor"));
+  CHECK_THROWS_WITH(w * made, Catch::Contains("inference tensor"));
+  CHECK_FALSE(autograd::is_inference(w * 2.0));
+}
+
+TEST_CASE("autograd: a module's parameters get their gradients", "[autograd]") {
+  manual_seed(0);
+  nn::Linear lin(4, 3);
+  lin.to(DType::f64);
+  Tensor x = r64({5, 4}, 21);
+  Tensor loss = (lin.forward(x) * lin.forward(x)).mean();
+  loss.backward();
+  // d mean(y^2) / dW = 2/15 * y^T x, d/db = 2/15 * sum(y).
+  NoGradGuard no_grad;
+  const Tensor y = linear(x, lin.weight, lin.bias);
+  const Tensor gw = matmul(y.t(), x) * (2.0 / 15.0), gb = y.sum({0}) * (2.0 / 15.0);
+  const Tensor dw = abs(lin.weight.grad() - gw).max(), db = abs(lin.bias.grad() - gb).max();
+  CHECK(dw.item<double>() < 1e-12);
+  CHECK(db.item<double>() < 1e-12);
+}
