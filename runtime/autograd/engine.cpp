@@ -171,7 +171,9 @@ Recording record_before(Op op, std::span<const Tensor> inputs, std::span<Tensor>
                "supported yet; write out of place (or clone() the view first)");
     any = true;
   }
-  if (!any || !differentiable(op)) return rec;
+  // A write into a tensor with history is recorded even by an op without a derivative (fill_,
+  // a random op): the written values no longer depend on the old history.
+  if (!any || (!differentiable(op) && out.empty())) return rec;
   rec.active = true;
   // Inputs that the write overwrites, and that the backward reads: keep their values.
   if (!out.empty() && save_plan(op).inputs) {

@@ -128,7 +128,9 @@ std::vector<Tensor> op_backward(Op op, const Attrs& attrs, std::span<const Tenso
                                 std::span<const TensorMeta> meta, std::span<const Tensor> outputs,
                                 std::span<const Tensor> grads, const std::vector<bool>& needed) {
   std::vector<Tensor> out(in.size());
-  if (grads.empty() || !grads[0].defined()) return out;
+  if (grads.empty() || !grads[0].defined() ||
+      std::none_of(needed.begin(), needed.end(), [](bool n) { return n; }))
+    return out;
   const Tensor& g = grads[0];
   const Tensor r = outputs.empty() ? Tensor() : outputs[0];
   auto set = [&](size_t k, const std::function<Tensor()>& f) {

@@ -187,6 +187,12 @@ TEST_CASE("autograd: in-place ops follow PyTorch's rules", "[autograd]") {
   CHECK(autograd::grad_fn_name(y) == "AddBackward");
   y.sum().backward();
   CHECK(w.grad().to_vector<float>() == std::vector<float>{12, 18});
+  // Overwritten by an op without a derivative: the old history no longer feeds it.
+  w.set_grad(Tensor());
+  Tensor f = w * 2.0;
+  f.fill_(3.0);
+  (f * w).sum().backward();
+  CHECK(w.grad().to_vector<float>() == std::vector<float>{3, 3});
   // A tensor saved for backward and then changed in place.
   Tensor a = w * 1.0;
   Tensor e = exp(a); // saves its result
