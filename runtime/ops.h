@@ -215,7 +215,15 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor one_hot(const Tensor& indices, int64_t num_classes);
 /// Logits [N, C] (or [N, C, ...]) and class indices [N]; reduction "mean", "sum" or "none".
 Tensor cross_entropy(const Tensor& logits, const Tensor& target,
-                     const std::string& reduction = "mean");
+                     const std::string& reduction = "mean", int64_t ignore_index = -100,
+                     double label_smoothing = 0.0);
+/// Log-probabilities [N, C] (or [N, C, ...]) and class indices: -log_probs[target], as
+/// F.nll_loss; targets equal to ignore_index add nothing and "mean" divides by the others.
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target,
+                const std::string& reduction = "mean", int64_t ignore_index = -100);
+/// -(y log sigmoid(x) + (1 - y) log(1 - sigmoid(x))), computed stably as PyTorch does.
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
+                                        const std::string& reduction = "mean");
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
 /// softmax(q k^T * scale + mask) v over the last two dims; is_causal masks the future.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -173,40 +173,104 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   return to(eq(unsqueeze(to(indices, DType::i64), -1), classes), DType::i64);
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::string& reduction) {
+namespace {
+
+/// The checks of cross_entropy and nll_loss: floating scores [N, C, ...] (or [C] with a 0-d
+/// target), integer targets of the scores' shape without C, each in [0, C) or ignore_index
+/// (read on the host, unless traced: then the gather's kernel refuses a bad index).
+void check_classes(const Tensor& scores, const Tensor& target, int64_t ignore_index, const char* op,
+                   const char* what) {
+  KILN_CHECK(is_floating(scores.dtype()), op, ": expected floating ", what, ", got ",
+             scores.dtype());
+  KILN_CHECK(is_integral(target.dtype()), op,
+             ": expected target to hold class indices (an integer dtype), got ", target.dtype());
+  KILN_CHECK(scores.dim() >= 1, op, ": expected ", what, " [N, C] or [N, C, ...], got ",
+             shape_str(scores.sizes()));
+  if (scores.dim() == 1) {
+    KILN_CHECK(target.dim() == 0, op, ": expected a 0-d target for ", what, " ",
+               shape_str(scores.sizes()), ", got ", shape_str(target.sizes()));
+    return;
+  }
+  Shape expected = scores.sizes();
+  expected.erase(expected.begin() + 1);
+  KILN_CHECK(target.sizes() == expected, op, ": expected target of shape ", shape_str(expected),
+             " for ", what, " ", shape_str(scores.sizes()), ", got ", shape_str(target.sizes()));
+  const int64_t classes = scores.size(1);
+  if (target.numel() > 0 && !target.is_traced()) {
+    HostReadScope read(&target, HostRead::item);
+    const Tensor t = to(target, DType::i64).to(Device::cpu()).contiguous();
+    const auto* v = static_cast<const int64_t*>(t.raw_data());
+    for (int64_t k = 0; k < t.numel(); ++k)
+      KILN_CHECK(v[k] == ignore_index || (v[k] >= 0 && v[k] < classes), op, ": target ", v[k],
+                 " is out of bounds for ", classes, " classes");
+  }
+}
+
+/// Per element: -log_probs[target] and whether it counts (target != ignore_index), both in the
+/// target's shape; log_probs is [N, C, ...].
+std::pair<Tensor, Tensor> picked_nll(const Tensor& log_probs, const Tensor& target,
+                                     int64_t ignore_index) {
+  const Tensor t = to(target, DType::i64);
+  const Tensor keep = t != Scalar(ignore_index);
+  const Tensor safe = where(keep, t, zeros_like(t)); // an ignored target reads class 0
+  const Tensor picked = squeeze(gather(log_probs, 1, unsqueeze(safe, 1)), 1);
+  return {where(keep, neg(picked), zeros_like(picked)), keep};
+}
+
+/// "mean" over the counted elements (PyTorch's nll_loss with ignore_index), or sum, or none.
+Tensor reduce_counted(const Tensor& loss, const Tensor& keep, const std::string& reduction) {
+  if (reduction == "none") return loss;
+  if (reduction == "sum") return sum(loss);
+  return div(sum(loss), sum(keep, {}, false, loss.dtype()));
+}
+
+} // namespace
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const std::string& reduction,
+                int64_t ignore_index) {
+  check_reduction(reduction, "nll_loss");
+  check_classes(log_probs, target, ignore_index, "nll_loss", "log_probs");
+  if (log_probs.dim() == 1) {
+    Tensor loss = nll_loss(unsqueeze(log_probs, 0), unsqueeze(target, 0), "none", ignore_index);
+    return reduction == "none" ? squeeze(loss, 0) : reduce_loss(squeeze(loss, 0), "sum");
+  }
+  const auto [loss, keep] = picked_nll(log_probs, target, ignore_index);
+  return reduce_counted(loss, keep, reduction);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::string& reduction,
+                     int64_t ignore_index, double label_smoothing) {
   check_reduction(reduction, "cross_entropy");
-  KILN_CHECK(is_floating(logits.dtype()), "cross_entropy: expected floating logits, got ",
-             logits.dtype());
-  KILN_CHECK(is_integral(target.dtype()),
-             "cross_entropy: expected target to hold class indices (an integer dtype), got ",
-             target.dtype());
-  KILN_CHECK(logits.dim() >= 1, "cross_entropy: expected logits [N, C] or [N, C, ...], got ",
-             shape_str(logits.sizes()));
+  KILN_CHECK(label_smoothing >= 0 && label_smoothing <= 1,
+             "cross_entropy: label_smoothing must be in [0, 1], got ", label_smoothing);
+  check_classes(logits, target, ignore_index, "cross_entropy", "logits");
   // Unbatched logits [C] with a 0-d target are a batch of one.
   if (logits.dim() == 1) {
-    KILN_CHECK(target.dim() == 0, "cross_entropy: expected a 0-d target for logits ",
-               shape_str(logits.sizes()), ", got ", shape_str(target.sizes()));
-    Tensor loss = cross_entropy(unsqueeze(logits, 0), unsqueeze(target, 0), "none");
-    return reduce_loss(squeeze(loss, 0), reduction);
+    Tensor loss = cross_entropy(unsqueeze(logits, 0), unsqueeze(target, 0), "none", ignore_index,
+                                label_smoothing);
+    return reduction == "none" ? squeeze(loss, 0) : reduce_loss(squeeze(loss, 0), "sum");
   }
-  Shape expected = logits.sizes();
-  expected.erase(expected.begin() + 1);
-  KILN_CHECK(target.sizes() == expected, "cross_entropy: expected target of shape ",
-             shape_str(expected), " for logits ", shape_str(logits.sizes()), ", got ",
-             shape_str(target.sizes()));
-  const int64_t classes = logits.size(1);
-  // The early, friendlier range check reads the targets on the host; a traced target is
-  // checked where the gather runs instead (its kernel refuses an out-of-range index), so
-  // that a compiled training step is not cut here.
-  if (target.numel() > 0 && !target.is_traced()) {
-    const auto [lo, hi] = host_min_max(target);
-    const int64_t bad = lo < 0 ? lo : hi;
-    KILN_CHECK(lo >= 0 && hi < classes, "cross_entropy: target ", bad, " is out of bounds for ",
-               classes, " classes");
-  }
-  Tensor log_probs = log_softmax(logits, 1);
-  Tensor picked = squeeze(gather(log_probs, 1, unsqueeze(to(target, DType::i64), 1)), 1);
-  return reduce_loss(neg(picked), reduction);
+  const Tensor log_probs = log_softmax(logits, 1);
+  const auto [nll, keep] = picked_nll(log_probs, target, ignore_index);
+  if (label_smoothing == 0) return reduce_counted(nll, keep, reduction);
+  // PyTorch: (1 - e) nll + e / C * (-sum_c log_probs), both over the counted elements.
+  const Tensor smooth = neg(sum(log_probs, {1}, false, log_probs.dtype()));
+  const Tensor smooth_kept = where(keep, smooth, zeros_like(smooth));
+  const double classes = static_cast<double>(logits.size(1));
+  return add(mul(reduce_counted(nll, keep, reduction), 1 - label_smoothing),
+             mul(reduce_counted(smooth_kept, keep, reduction), label_smoothing / classes));
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target,
+                                        const std::string& reduction) {
+  check_reduction(reduction, "binary_cross_entropy_with_logits");
+  KILN_CHECK(logits.sizes() == target.sizes(), "binary_cross_entropy_with_logits: target of shape ",
+             shape_str(target.sizes()), " for logits ", shape_str(logits.sizes()));
+  // PyTorch's stable form: (1 - y) x + m + log(e^-m + e^(-x - m)), m = max(-x, 0).
+  const Tensor m = maximum(neg(logits), Scalar(0.0));
+  const Tensor loss = add(add(mul(sub(Scalar(1.0), target), logits), m),
+                          log(add(exp(neg(m)), exp(sub(neg(logits), m)))));
+  return reduce_loss(loss, reduction);
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {

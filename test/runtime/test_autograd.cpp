@@ -123,6 +123,13 @@ TEST_CASE("autograd: gradients of reductions, views and data movement match fini
             {r64({4, 3}, 13)});
   gradcheck("matmul, batched and broadcast", [](V& x) { return matmul(x[0], x[1]); },
             {r64({2, 1, 3, 4}, 14), r64({5, 4, 2}, 15)});
+  gradcheck("losses: cross_entropy (ignore_index, label smoothing), BCE with logits",
+            [](V& x) {
+              const Tensor t = tensor(std::vector<int64_t>{2, -100, 0});
+              return cross_entropy(x[0], t, "mean", -100, 0.1) +
+                     binary_cross_entropy_with_logits(x[0], full({3, 3}, 0.3, DType::f64), "sum");
+            },
+            {r64({3, 3}, 20)});
   gradcheck("layer_norm linear gelu",
             [](V& x) { return gelu(linear(layer_norm(x[0], {4}, x[1], x[2]), x[3])); },
             {r64({3, 4}, 16), r64({4}, 17), r64({4}, 18), r64({6, 4}, 19)});

@@ -285,6 +285,42 @@ TEST_CASE("cross_entropy is the mean negative log-softmax at the target", "[func
   check_close(values(loss), {l0, l1});
 }
 
+TEST_CASE("cross_entropy's ignore_index and label smoothing, nll_loss and BCE with logits, as "
+          "PyTorch's",
+          "[functional]") {
+  Tensor logits = tensor<double>({1, 2, 3, 1, 1, 1, 0.5, -1, 2}, {3, 3});
+  Tensor target = tensor<int64_t>({2, -100, 0});
+  auto lse = [](double a, double b, double c) {
+    return std::log(std::exp(a) + std::exp(b) + std::exp(c));
+  };
+  const double n0 = lse(1, 2, 3) - 3, n2 = lse(0.5, -1, 2) - 0.5;
+  // The ignored row adds nothing and is not counted.
+  CHECK(cross_entropy(logits, target).item<double>() == Approx((n0 + n2) / 2).epsilon(1e-12));
+  check_close(values(cross_entropy(logits, target, "none")), {n0, 0.0, n2});
+  CHECK(nll_loss(log_softmax(logits, 1), target, "sum").item<double>() ==
+        Approx(n0 + n2).epsilon(1e-12));
+  CHECK(cross_entropy(logits, tensor<int64_t>({2, 1, 0}), "mean", 1).item<double>() ==
+        Approx((n0 + n2) / 2).epsilon(1e-12));
+  // Label smoothing e: (1 - e) nll + e / C * (-sum of the row's log-probabilities).
+  const double s0 = 3 * lse(1, 2, 3) - 6, s2 = 3 * lse(0.5, -1, 2) - 1.5;
+  const double e = 0.1;
+  CHECK(cross_entropy(logits, target, "mean", -100, e).item<double>() ==
+        Approx((1 - e) * (n0 + n2) / 2 + e / 3 * (s0 + s2) / 2).epsilon(1e-12));
+  CHECK_THROWS_WITH(cross_entropy(logits, tensor<int64_t>({2, 3, 0})),
+                    Catch::Contains("cross_entropy: target 3 is out of bounds for 3 classes"));
+  // BCE with logits: stable for large |x|.
+  Tensor x = tensor<double>({-2.0, 0.0, 3.0, 800.0, -800.0});
+  Tensor y = tensor<double>({0.0, 1.0, 0.25, 0.0, 0.0});
+  std::vector<double> want;
+  for (size_t i = 0; i < 5; ++i) {
+    const double xi = values(x)[i], yi = values(y)[i];
+    // -(y log s + (1 - y) log(1 - s)) = (1 - y) x + log(1 + e^-x), here for moderate x.
+    want.push_back(std::abs(xi) > 100 ? (xi > 0 ? (1 - yi) * xi : 0.0)
+                                      : (1 - yi) * xi + std::log1p(std::exp(-xi)));
+  }
+  check_close(values(binary_cross_entropy_with_logits(x, y, "none")), want);
+}
+
 TEST_CASE("cross_entropy errors", "[functional]") {
   Tensor logits = zeros({2, 3});
   CHECK_THROWS_WITH(cross_entropy(logits, tensor<int64_t>({0, 3})),
