@@ -181,32 +181,35 @@ void Adam::step() {
 
 // ---- schedulers ----
 
-StepLR::StepLR(Optimizer& opt, int64_t step_size, double gamma)
-    : opt_(opt), step_size_(step_size), gamma_(gamma) {
-  KILN_CHECK(step_size > 0, "StepLR: step_size must be positive, got ", step_size);
+LRScheduler::LRScheduler(Optimizer& opt) : opt_(opt) {
   for (size_t g = 0; g < opt.num_groups(); ++g)
     base_.push_back(opt.lr(g));
 }
 
-void StepLR::step() {
+void LRScheduler::step() {
   ++epoch_;
   for (size_t g = 0; g < base_.size(); ++g)
-    opt_.set_lr(base_[g] * std::pow(gamma_, static_cast<double>(epoch_ / step_size_)), g);
+    opt_.set_lr(lr_at(base_[g], epoch_), g);
+}
+
+StepLR::StepLR(Optimizer& opt, int64_t step_size, double gamma)
+    : LRScheduler(opt), step_size_(step_size), gamma_(gamma) {
+  KILN_CHECK(step_size > 0, "StepLR: step_size must be positive, got ", step_size);
+}
+
+double StepLR::lr_at(double base, int64_t epoch) const {
+  return base * std::pow(gamma_, static_cast<double>(epoch / step_size_));
 }
 
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& opt, int64_t t_max, double eta_min)
-    : opt_(opt), t_max_(t_max), eta_min_(eta_min) {
+    : LRScheduler(opt), t_max_(t_max), eta_min_(eta_min) {
   KILN_CHECK(t_max > 0, "CosineAnnealingLR: T_max must be positive, got ", t_max);
-  for (size_t g = 0; g < opt.num_groups(); ++g)
-    base_.push_back(opt.lr(g));
 }
 
-void CosineAnnealingLR::step() {
-  ++epoch_;
+double CosineAnnealingLR::lr_at(double base, int64_t epoch) const {
   const double c =
-      std::cos(std::numbers::pi * static_cast<double>(epoch_) / static_cast<double>(t_max_));
-  for (size_t g = 0; g < base_.size(); ++g)
-    opt_.set_lr(eta_min_ + (base_[g] - eta_min_) * (1 + c) / 2, g);
+      std::cos(std::numbers::pi * static_cast<double>(epoch) / static_cast<double>(t_max_));
+  return eta_min_ + (base - eta_min_) * (1 + c) / 2;
 }
 
 } // namespace kiln::optim

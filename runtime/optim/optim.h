@@ -110,34 +110,45 @@ public:
   explicit AdamW(std::vector<ParamGroup<AdamWOptions>> groups);
 };
 
-/// Multiplies each group's learning rate by gamma every step_size calls of step(), as
-/// torch.optim.lr_scheduler.StepLR.
-class StepLR {
+/// A learning-rate schedule: step() sets each group's rate for the next epoch from the rate
+/// the group had when the scheduler was made, as torch.optim.lr_scheduler's closed forms.
+class LRScheduler {
 public:
-  StepLR(Optimizer& opt, int64_t step_size, double gamma = 0.1);
+  explicit LRScheduler(Optimizer& opt);
+  virtual ~LRScheduler() = default;
   void step();
   double last_lr(size_t group = 0) const { return opt_.lr(group); }
 
+protected:
+  /// The rate at `epoch` of a group whose first rate was `base`.
+  virtual double lr_at(double base, int64_t epoch) const = 0;
+
 private:
   Optimizer& opt_;
-  int64_t step_size_, epoch_ = 0;
-  double gamma_;
+  int64_t epoch_ = 0;
   std::vector<double> base_;
 };
 
-/// eta_min + (base - eta_min) (1 + cos(pi t / T_max)) / 2 at step t, as
-/// torch.optim.lr_scheduler.CosineAnnealingLR's closed form.
-class CosineAnnealingLR {
+/// The rate times gamma every step_size epochs (StepLR).
+class StepLR final : public LRScheduler {
 public:
-  CosineAnnealingLR(Optimizer& opt, int64_t t_max, double eta_min = 0);
-  void step();
-  double last_lr(size_t group = 0) const { return opt_.lr(group); }
+  StepLR(Optimizer& opt, int64_t step_size, double gamma = 0.1);
 
 private:
-  Optimizer& opt_;
-  int64_t t_max_, epoch_ = 0;
+  double lr_at(double base, int64_t epoch) const override;
+  int64_t step_size_;
+  double gamma_;
+};
+
+/// eta_min + (base - eta_min) (1 + cos(pi t / T_max)) / 2 at epoch t (CosineAnnealingLR).
+class CosineAnnealingLR final : public LRScheduler {
+public:
+  CosineAnnealingLR(Optimizer& opt, int64_t t_max, double eta_min = 0);
+
+private:
+  double lr_at(double base, int64_t epoch) const override;
+  int64_t t_max_;
   double eta_min_;
-  std::vector<double> base_;
 };
 
 } // namespace kiln::optim
