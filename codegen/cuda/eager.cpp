@@ -112,16 +112,8 @@ void write_into(Tensor& out, Tensor r, Device device) {
 }
 
 bool shares_storage_with(const Tensor& r, std::span<const Tensor> inputs) {
-  for (const Tensor& t : inputs)
-    if (t.impl().storage != nullptr && t.impl().storage == r.impl().storage) return true;
-  return false;
-}
-
-/// Whether a and b are the same elements: one storage, offset, sizes and strides.
-bool same_view(const Tensor& a, const Tensor& b) {
-  return a.impl().storage != nullptr && a.impl().storage == b.impl().storage &&
-         a.storage_offset() == b.storage_offset() && a.sizes() == b.sizes() &&
-         a.strides() == b.strides();
+  return std::any_of(inputs.begin(), inputs.end(),
+                     [&](const Tensor& t) { return shares_storage(t, r); });
 }
 
 bool is_out(const Tensor& r, std::span<Tensor> out) {
@@ -134,8 +126,7 @@ bool is_out(const Tensor& r, std::span<Tensor> out) {
 /// and of the result's dtype (Plan::run's `into`).
 bool writable_in_place(Op op, const Tensor& out, std::span<const Tensor> inputs) {
   for (const Tensor& t : inputs)
-    if (t.impl().storage != nullptr && t.impl().storage == out.impl().storage &&
-        !(schema(op).kind == OpKind::pointwise && same_view(t, out)))
+    if (shares_storage(t, out) && !(schema(op).kind == OpKind::pointwise && same_view(t, out)))
       return false;
   return true;
 }

@@ -633,7 +633,7 @@ public:
     const int32_t zero = 0;
     kiln::cuda::detail::copy_to_device(ptr(t_), &zero, sizeof zero, device_);
   }
-  char* ptr_() const { return ptr(t_); }
+  char* data() const { return ptr(t_); }
   bool raised() const {
     int32_t flag = 0;
     kiln::cuda::detail::copy_to_host(&flag, ptr(t_), sizeof flag, device_);
@@ -680,7 +680,7 @@ Tensor take(const char* op, const Tensor& x, const Tensor& index, IntList index_
   a.p[0] = ptr(out);
   a.p[1] = ptr(x);
   a.p[2] = ptr(index);
-  a.p[3] = bad.ptr_();
+  a.p[3] = bad.data();
   set_strides(a, 0, out.strides());
   set_strides(a, 1, xs);
   set_strides(a, 2, index_strides);
@@ -772,7 +772,7 @@ std::optional<Tensor> run_one(Op op, std::span<const Tensor> in, const Attrs& at
     a.p[0] = ptr(out);
     a.p[1] = ptr(x);
     a.p[2] = ptr(y);
-    a.p[3] = bad.ptr_();
+    a.p[3] = bad.data();
     a.i[0] = op == Op::remainder ? 1 : 0;
     launch(kernel_name("kiln_divmod_kernel", sfx), a, device);
     KILN_CHECK(!bad.raised(), op_name(op), ": integer division by zero");
@@ -799,7 +799,7 @@ std::optional<Tensor> run_one(Op op, std::span<const Tensor> in, const Attrs& at
     a.p[0] = ptr(out);
     a.p[1] = ptr(src);
     a.p[2] = ptr(index);
-    a.p[3] = bad.ptr_();
+    a.p[3] = bad.data();
     const int64_t v[5] = {index.size(dim), out.stride(dim), src.stride(dim), index.stride(dim),
                           out.size(dim)};
     std::copy(std::begin(v), std::end(v), a.i);

@@ -180,8 +180,7 @@ Recording record_before(Op op, std::span<const Tensor> inputs, std::span<Tensor>
     rec.originals.resize(inputs.size());
     for (size_t k = 0; k < inputs.size(); ++k)
       for (const Tensor& o : out)
-        if (inputs[k].defined() && o.defined() && inputs[k].impl().storage != nullptr &&
-            inputs[k].impl().storage == o.impl().storage) {
+        if (inputs[k].defined() && o.defined() && shares_storage(inputs[k], o)) {
           const NoGradGuard no_grad;
           rec.originals[k] = inputs[k].clone();
         }

@@ -309,33 +309,35 @@ public:
   }
   void launch(size_t kernel, std::span<char* const> buffers, int64_t n, unsigned blocks,
               unsigned threads) const override {
-    Driver& d = driver();
-    d.use(index_);
     std::vector<void*> params;
     params.reserve(buffers.size() + 1);
     for (char* const& b : buffers)
       params.push_back(const_cast<char**>(&b));
     long long points = n;
     params.push_back(&points);
-    d.check(d.launch_kernel(functions_.at(kernel), blocks, 1, 1, threads, 1, 1, 0,
-                            static_cast<CUstream>(current_stream(index_).handle()), params.data(),
-                            nullptr),
-            "launching CUDA kernel " + names_.at(kernel) + " (" + std::to_string(blocks) + " x " +
-                std::to_string(threads) + " threads, " + std::to_string(n) + " points)");
+    queue(kernel, params.data(), blocks, threads, n);
   }
   void launch_with(size_t kernel, const void* args, unsigned blocks,
                    unsigned threads) const override {
-    Driver& d = driver();
-    d.use(index_);
     void* params[] = {const_cast<void*>(args)}; // the driver copies the struct's bytes
-    d.check(d.launch_kernel(functions_.at(kernel), blocks, 1, 1, threads, 1, 1, 0,
-                            static_cast<CUstream>(current_stream(index_).handle()), params,
-                            nullptr),
-            "launching CUDA kernel " + names_.at(kernel) + " (" + std::to_string(blocks) + " x " +
-                std::to_string(threads) + " threads)");
+    queue(kernel, params, blocks, threads, -1);
   }
 
 private:
+  /// cuLaunchKernel on the current stream; a failure names the kernel and its geometry (and
+  /// its points, when n >= 0). The message is built only then: launches are a hot path.
+  void queue(size_t kernel, void** params, unsigned blocks, unsigned threads, int64_t n) const {
+    Driver& d = driver();
+    d.use(index_);
+    const CUresult r =
+        d.launch_kernel(functions_.at(kernel), blocks, 1, 1, threads, 1, 1, 0,
+                        static_cast<CUstream>(current_stream(index_).handle()), params, nullptr);
+    if (r != CUDA_SUCCESS)
+      d.check(r, "launching CUDA kernel " + names_.at(kernel) + " (" + std::to_string(blocks) +
+                     " x " + std::to_string(threads) + " threads" +
+                     (n >= 0 ? ", " + std::to_string(n) + " points" : std::string()) + ")");
+  }
+
   int index_;
   CUmodule module_ = nullptr;
   std::vector<CUfunction> functions_;

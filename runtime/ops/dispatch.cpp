@@ -80,21 +80,12 @@ std::optional<DType> combine(std::optional<DType> higher, std::optional<DType> l
   return higher;
 }
 
-bool same_view(const Tensor& a, const Tensor& b) {
-  return a.impl().storage == b.impl().storage && a.storage_offset() == b.storage_offset() &&
-         a.sizes() == b.sizes() && a.strides() == b.strides() && a.dtype() == b.dtype();
-}
-
 /// PyTorch's has_internal_overlap == Yes: a dim of size > 1 with stride 0 (an expanded
 /// view), where several elements share one memory location.
 bool has_internal_overlap(const Tensor& t) {
   for (int64_t d = 0; d < t.dim(); ++d)
     if (t.strides()[d] == 0 && t.sizes()[d] > 1) return true;
   return false;
-}
-
-bool shares_storage(const Tensor& a, const Tensor& b) {
-  return a.impl().storage != nullptr && a.impl().storage == b.impl().storage;
 }
 
 /// A CPU scalar: a wrapped number, or a 0-d CPU tensor. It goes with tensors on any device
@@ -123,6 +114,15 @@ std::vector<TensorMeta> infer(const OpSchema& s, std::span<const Tensor> inputs,
 }
 
 } // namespace
+
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a.impl().storage == b.impl().storage && a.storage_offset() == b.storage_offset() &&
+         a.sizes() == b.sizes() && a.strides() == b.strides() && a.dtype() == b.dtype();
+}
+
+bool shares_storage(const Tensor& a, const Tensor& b) {
+  return a.impl().storage != nullptr && a.impl().storage == b.impl().storage;
+}
 
 void check_call(const OpSchema& s, std::span<const Tensor> inputs, const Attrs& attrs) {
   KILN_CHECK(s.num_inputs < 0 ? !inputs.empty() : static_cast<int>(inputs.size()) == s.num_inputs,

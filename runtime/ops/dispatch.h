@@ -70,6 +70,11 @@ DType result_type(std::span<const TensorMeta> operands);
 /// (PyTorch's can_cast: no float → integer, no number → bool).
 bool can_cast(DType from, DType to);
 
+/// Whether a and b are the same elements: one storage, offset, sizes, strides and dtype.
+bool same_view(const Tensor& a, const Tensor& b);
+/// Whether a and b are views of one storage.
+bool shares_storage(const Tensor& a, const Tensor& b);
+
 /// A tensor of these sizes with contiguous strides and fresh storage.
 Tensor make_tensor(IntList sizes, DType dtype, Device device = Device::cpu());
 /// A view of base's storage with the given metadata (same version counter).
