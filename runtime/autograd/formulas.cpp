@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <numbers>
 
 #include "runtime/autograd/autograd.h"
@@ -53,6 +54,89 @@ Tensor sign_of(const Tensor& a) { return (a > 0.0).to(a.dtype()) - (a < 0.0).to(
 [[noreturn]] void not_implemented(Op op) {
   throw Error(std::string("autograd: the derivative of ") + std::string(op_name(op)) +
               " is not implemented yet");
+}
+
+// ---- convolution and pooling ----
+
+/// t reversed along dim d (an index_select of the indices in reverse).
+Tensor flip(const Tensor& t, int64_t d) {
+  const int64_t n = t.size(d);
+  if (n <= 1) return t;
+  return index_select(t, d, arange(n - 1, -1, -1, TensorOptions(DType::i64).device(t.device())));
+}
+
+/// conv2d's input gradient: for y = conv2d(x, w) with x of spatial size (h, wd), the gradient
+/// g of y spread out by the stride (zeros between its elements), padded so that each input
+/// position sees the outputs its window fed, then a stride-1 convolution (the forward's
+/// dilation) with the weight flipped and its channels transposed within each group. The pad
+/// crops where the padding exceeds the dilated kernel or where the last rows were never read,
+/// so the result has exactly the input's size.
+Tensor conv2d_input_grad(const Tensor& g, const Tensor& w, int64_t h, int64_t wd,
+                         const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                         const std::vector<int64_t>& dilation, int64_t groups) {
+  const int64_t n = g.size(0), o = g.size(1), oh = g.size(2), ow = g.size(3);
+  const int64_t cg = w.size(1), kh = w.size(2), kw = w.size(3);
+  const int64_t sh = stride[0], sw = stride[1];
+  Tensor spread = g;
+  if (sh != 1 || sw != 1) {
+    // [N, O, OH, 1, OW, 1] padded to [N, O, OH, sh, OW, sw]: each element then stride - 1 zeros.
+    spread = pad(reshape(g, {n, o, oh, 1, ow, 1}), {0, sw - 1, 0, 0, 0, sh - 1});
+    spread = reshape(spread, {n, o, oh * sh, ow * sw});
+  }
+  // Position j of the padded gradient holds output (j - left) / stride; input i reads
+  // positions i .. i + dilation * (k - 1).
+  const int64_t left_h = dilation[0] * (kh - 1) - padding[0];
+  const int64_t left_w = dilation[1] * (kw - 1) - padding[1];
+  spread = pad(spread, {left_w, wd + padding[1] - ow * sw, left_h, h + padding[0] - oh * sh});
+  // [O, Cg, kh, kw] as [G, O/G, Cg, ...] to [G, Cg, O/G, ...]: [C, O/G, kh, kw], flipped.
+  Tensor wt = reshape(w, {groups, o / groups, cg, kh, kw});
+  wt = reshape(transpose(wt, 1, 2), {groups * cg, o / groups, kh, kw});
+  wt = flip(flip(wt, 2), 3);
+  return conv2d(spread, wt, Tensor(), {1, 1}, {0, 0}, dilation, groups);
+}
+
+/// conv2d's weight gradient: a convolution of the input (channels as the batch, the images
+/// as the reduced channels, per group) with the gradient as the kernel, where the forward's
+/// stride becomes the dilation and its dilation the stride. The input is padded (or cropped)
+/// to exactly the extent the windows cover, so the result is [O, Cg, kh, kw].
+Tensor conv2d_weight_grad(const Tensor& x, const Tensor& g, int64_t kh, int64_t kw,
+                          const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                          const std::vector<int64_t>& dilation, int64_t groups) {
+  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), wd = x.size(3);
+  const int64_t oh = g.size(2), ow = g.size(3);
+  const int64_t hn = (oh - 1) * stride[0] + dilation[0] * (kh - 1) + 1;
+  const int64_t wn = (ow - 1) * stride[1] + dilation[1] * (kw - 1) + 1;
+  Tensor xp = pad(x, {padding[1], wn - wd - padding[1], padding[0], hn - h - padding[0]});
+  // [N, C, ...] as [N, G, Cg, ...] to [Cg, G * N, ...]: group k's images are channels k*N...
+  xp = permute(reshape(xp, {n, groups, c / groups, hn, wn}), {2, 1, 0, 3, 4});
+  xp = reshape(xp, {c / groups, groups * n, hn, wn});
+  const Tensor gw = conv2d(xp, transpose(g, 0, 1), Tensor(), dilation, {0, 0}, stride, groups);
+  return transpose(gw, 0, 1); // [Cg, O, kh, kw] to [O, Cg, kh, kw]
+}
+
+/// The adjoint of reading a pool's windows: cols [B, K, OH, OW] holds, per output and window
+/// offset k = ky * kw + kx, what goes back to that element; the sum lands on [B, 1, h, wd]
+/// (contributions of overlapping windows add, those on the padding drop). It is conv2d's input
+/// gradient for the weight [K, 1, kh, kw] that picks offset k into channel k.
+Tensor fold_windows(const Tensor& cols, int64_t kh, int64_t kw, int64_t h, int64_t wd,
+                    const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                    const std::vector<int64_t>& dilation) {
+  const int64_t k = kh * kw;
+  const Tensor ids =
+      arange(int64_t{0}, k, int64_t{1}, TensorOptions(DType::i64).device(cols.device()));
+  const Tensor pick = reshape(eq(unsqueeze(ids, 1), ids).to(cols.dtype()), {k, 1, kh, kw});
+  return conv2d_input_grad(cols, pick, h, wd, stride, padding, dilation, 1);
+}
+
+/// one_hot(index, n) in `dtype`, without one_hot's host check of the index range (the forward
+/// op checked it), so that a traced backward does not read the index on the host; negative
+/// indices count from the end, as the forward ops take them.
+Tensor classes(const Tensor& index, int64_t n, DType dtype) {
+  Tensor i = index.to(DType::i64);
+  i = where(i < 0, i + n, i);
+  const Tensor all = arange(Scalar(int64_t{0}), Scalar(n), Scalar(int64_t{1}),
+                            TensorOptions(DType::i64).device(index.device()));
+  return eq(unsqueeze(i, -1), all).to(dtype);
 }
 
 } // namespace
@@ -114,10 +198,12 @@ SavePlan save_plan(Op op) {
   case Op::copy:
   case Op::cat:
   case Op::pad:
+  case Op::avg_pool2d:
   case Op::floor_divide: return {false, false};
   case Op::div:
   case Op::pow:
   case Op::prod:
+  case Op::max_pool2d:
   case Op::amax:
   case Op::amin: return {true, true};
   default: return {true, false};
@@ -304,7 +390,7 @@ std::vector<Tensor> op_backward(Op op, const Attrs& attrs, std::span<const Tenso
       Tensor gd = transpose(g, 0, d).contiguous();
       const Shape moved = gd.sizes();
       gd = reshape(gd, {moved[0], -1});
-      const Tensor oh = one_hot(reshape(b, {-1}), n).to(g.dtype());
+      const Tensor oh = classes(reshape(b, {-1}), n, g.dtype());
       Tensor rows = matmul(transpose(oh, 0, 1), gd);
       Shape back = moved;
       back[0] = n;
@@ -321,7 +407,7 @@ std::vector<Tensor> op_backward(Op op, const Attrs& attrs, std::span<const Tenso
       KILN_CHECK(fits, "autograd: gather's derivative needs an index of the input's sizes but "
                        "along dim (not implemented for smaller ones yet)");
       // Each position adds its gradient to the element it read: one_hot along a new last dim.
-      const Tensor oh = one_hot(b, a.size(d)).to(g.dtype()); // [..index.., n]
+      const Tensor oh = classes(b, a.size(d), g.dtype()); // [..index.., n]
       const Tensor summed = sum(oh * unsqueeze(g, -1), {d}, false, g.dtype());
       std::vector<int64_t> perm;
       for (int64_t k = 0; k < a.dim() - 1; ++k)
@@ -335,6 +421,109 @@ std::vector<Tensor> op_backward(Op op, const Attrs& attrs, std::span<const Tenso
     set(0, [&] { return matmul(g, transpose(b, -1, -2)); });
     set(1, [&] { return matmul(transpose(a, -1, -2), g); });
     break;
+  case Op::scatter: {
+    const int64_t d = a.dim() == 0 ? 0 : wrap_dim(attrs.i(0), a.dim(), "scatter");
+    // The written places take nothing from a; src's elements get the gradient of the places
+    // they were written to (every one of a repeated target, as PyTorch), zero where unread.
+    set(0, [&] {
+      return scatter(g, d, b, zeros(b.sizes(), TensorOptions(g.dtype()).device(g.device())));
+    });
+    set(2, [&] {
+      const Tensor s = gather(g, d, b);
+      const Shape& sizes = meta[2].sizes;
+      if (s.sizes() == sizes) return s;
+      std::vector<int64_t> pads;
+      for (size_t k = sizes.size(); k-- > 0;)
+        pads.insert(pads.end(), {0, sizes[k] - s.sizes()[k]});
+      return pad(s, pads);
+    });
+    break;
+  }
+  case Op::conv2d: {
+    const std::vector<int64_t>& stride = attrs.ints(0);
+    const std::vector<int64_t>& padding = attrs.ints(1);
+    const std::vector<int64_t>& dilation = attrs.ints(2);
+    const int64_t groups = attrs.i(3);
+    set(0, [&] {
+      return conv2d_input_grad(g, b, a.size(2), a.size(3), stride, padding, dilation, groups);
+    });
+    set(1, [&] {
+      return conv2d_weight_grad(a, g, b.size(2), b.size(3), stride, padding, dilation, groups);
+    });
+    set(2, [&] { return sum(g, {0, 2, 3}, false, g.dtype()); });
+    break;
+  }
+  case Op::max_pool2d: {
+    const std::vector<int64_t>& kernel = attrs.ints(0);
+    const std::vector<int64_t>& stride = attrs.ints(1);
+    const std::vector<int64_t>& padding = attrs.ints(2);
+    const std::vector<int64_t>& dilation = attrs.ints(3);
+    set(0, [&] {
+      const int64_t rank = a.dim(), h = a.size(-2), wd = a.size(-1);
+      const int64_t oh = r.size(-2), ow = r.size(-1);
+      const int64_t kh = kernel[0], kw = kernel[1], k = kh * kw;
+      Tensor first; // [..., K, OH, OW]: the offset each window's maximum came from
+      {
+        const NoGradGuard no_grad; // a mask: nothing to differentiate
+        // The input padded with -inf (never the maximum) to the extent the windows cover.
+        const int64_t hn = (oh - 1) * stride[0] + dilation[0] * (kh - 1) + 1;
+        const int64_t wn = (ow - 1) * stride[1] + dilation[1] * (kw - 1) + 1;
+        const Tensor xp =
+            pad(a, {padding[1], wn - wd - padding[1], padding[0], hn - h - padding[0]},
+                -std::numeric_limits<double>::infinity());
+        std::vector<Tensor> windows;
+        for (int64_t ky = 0; ky < kh; ++ky) {
+          const Tensor rows = slice(xp, rank - 2, ky * dilation[0],
+                                    ky * dilation[0] + (oh - 1) * stride[0] + 1, stride[0]);
+          for (int64_t kx = 0; kx < kw; ++kx)
+            windows.push_back(slice(rows, rank - 1, kx * dilation[1],
+                                    kx * dilation[1] + (ow - 1) * stride[1] + 1, stride[1]));
+        }
+        // The first offset holding the maximum (the kernel's scan order), as PyTorch.
+        const Tensor hit = stack(windows, rank - 2) == unsqueeze(r, rank - 2);
+        first = hit && (cumsum(hit, rank - 2) == 1);
+      }
+      const Tensor cols = where(first, unsqueeze(g, rank - 2), 0.0);
+      const Tensor dx =
+          fold_windows(reshape(cols, {-1, k, oh, ow}), kh, kw, h, wd, stride, padding, dilation);
+      return reshape(dx, meta[0].sizes);
+    });
+    break;
+  }
+  case Op::avg_pool2d: {
+    const std::vector<int64_t>& kernel = attrs.ints(0);
+    const std::vector<int64_t>& stride = attrs.ints(1);
+    const std::vector<int64_t>& padding = attrs.ints(2);
+    const bool count_include_pad = attrs.b(4);
+    set(0, [&] {
+      const Shape& sizes = meta[0].sizes; // the input is not saved
+      const int64_t h = sizes[sizes.size() - 2], wd = sizes[sizes.size() - 1];
+      const int64_t oh = g.size(-2), ow = g.size(-1);
+      const int64_t kh = kernel[0], kw = kernel[1];
+      // Each output's 1 / divisor, by the kernel's rules: the window clipped to input plus
+      // padding when padding counts, else to the input; a window with no input gives 0.
+      std::vector<double> scale(static_cast<size_t>(oh * ow));
+      for (int64_t oy = 0; oy < oh; ++oy) {
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          const int64_t y0 = oy * stride[0] - padding[0], x0 = ox * stride[1] - padding[1];
+          const int64_t y1 = std::min(y0 + kh, h + padding[0]);
+          const int64_t x1 = std::min(x0 + kw, wd + padding[1]);
+          const int64_t iy = std::min(y1, h) - std::max<int64_t>(y0, 0);
+          const int64_t ix = std::min(x1, wd) - std::max<int64_t>(x0, 0);
+          const int64_t divisor = count_include_pad ? (y1 - y0) * (x1 - x0) : iy * ix;
+          scale[static_cast<size_t>(oy * ow + ox)] =
+              iy <= 0 || ix <= 0 ? 0.0 : 1.0 / static_cast<double>(divisor);
+        }
+      }
+      const Tensor per = tensor(scale, {oh, ow}).to(g.dtype()).to(g.device());
+      // Every element of a window gets its output's gradient over the divisor.
+      const Tensor ones_kernel = ones({1, 1, kh, kw}, TensorOptions(g.dtype()).device(g.device()));
+      const Tensor dx = conv2d_input_grad(reshape(g * per, {-1, 1, oh, ow}), ones_kernel, h, wd,
+                                          stride, padding, {1, 1}, 1);
+      return reshape(dx, sizes);
+    });
+    break;
+  }
   default: not_implemented(op);
   }
   return out;

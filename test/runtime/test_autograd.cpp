@@ -1,9 +1,12 @@
 // Autograd (runtime/autograd/autograd.h): gradients against finite differences in f64
 // (gradcheck) for the differentiable ops, leaf accumulation, retain_grad, autograd::grad and
 // double backward, the in-place rules, NoGradGuard and InferenceMode.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
+#include <numeric>
+#include <random>
 
 #include <kiln/kiln.h>
 
@@ -58,6 +61,17 @@ Tensor r64(IntList sizes, uint64_t seed) {
 }
 /// Positive values away from 0 (for log, sqrt, pow's base).
 Tensor pos64(IntList sizes, uint64_t seed) { return abs(r64(sizes, seed)) + 0.5; }
+
+/// Distinct values (a shuffled 0, 0.1, 0.2, ... centred on 0): no window of a max pool has a
+/// tie, and no finite-difference step changes which element is the maximum.
+Tensor distinct64(IntList sizes, uint64_t seed) {
+  std::vector<double> v(static_cast<size_t>(numel_of(sizes)));
+  std::iota(v.begin(), v.end(), 0.0);
+  std::shuffle(v.begin(), v.end(), std::mt19937_64(seed));
+  for (double& e : v)
+    e = (e - static_cast<double>(v.size()) / 2) * 0.1;
+  return tensor(v, sizes);
+}
 
 } // namespace
 
@@ -133,6 +147,114 @@ TEST_CASE("autograd: gradients of reductions, views and data movement match fini
   gradcheck("layer_norm linear gelu",
             [](V& x) { return gelu(linear(layer_norm(x[0], {4}, x[1], x[2]), x[3])); },
             {r64({3, 4}, 16), r64({4}, 17), r64({4}, 18), r64({6, 4}, 19)});
+}
+
+TEST_CASE("autograd: gradients of conv2d and the pools match finite differences", "[autograd]") {
+  using V = std::vector<Tensor>;
+  const Tensor x = r64({2, 4, 7, 6}, 30);
+  gradcheck("conv2d: stride 1, padding 1, bias",
+            [](V& v) { return conv2d(v[0], v[1], v[2], {1}, {1}); },
+            {x, r64({6, 4, 3, 3}, 31), r64({6}, 32)});
+  // Output 3 x 2: (6 + 2 - 4 - 1) is odd, so the last input column is never read.
+  gradcheck("conv2d: stride 2, padding 1, dilation 2, groups 2, bias",
+            [](V& v) { return conv2d(v[0], v[1], v[2], {2}, {1}, {2}, 2); },
+            {x, r64({6, 2, 3, 3}, 33), r64({6}, 34)});
+  gradcheck("conv2d: stride (2, 3), padding (0, 2), groups 2, no bias",
+            [](V& v) {
+              return conv2d(v[0], v[1], {}, {2, 3}, {0, 2}, {1, 1}, 2);
+            },
+            {x, r64({4, 2, 2, 3}, 35)});
+  // Padding wider than the kernel: outputs that read only padding.
+  gradcheck("conv2d: 1x2 kernel, padding 2, stride (1, 2), unbatched",
+            [](V& v) {
+              return conv2d(v[0], v[1], v[2], {1, 2}, {2});
+            },
+            {r64({4, 5, 3}, 36), r64({3, 4, 1, 2}, 37), r64({3}, 38)});
+  // Double backward: the input gradient of sum(y^2) is itself differentiated.
+  gradcheck("conv2d: double backward",
+            [](V& v) {
+              const bool outer = is_grad_enabled();
+              set_grad_enabled(true);
+              const Tensor xi = outer ? v[0] : v[0].detach().requires_grad_(true);
+              const Tensor wi = outer ? v[1] : v[1].detach();
+              const Tensor y = conv2d(xi, wi, {}, {2}, {1}, {1}, 2);
+              const Tensor dx = autograd::grad({(y * y).sum()}, {xi}, {}, std::nullopt, outer)[0];
+              set_grad_enabled(outer);
+              return dx;
+            },
+            {r64({1, 4, 5, 4}, 39), r64({2, 2, 3, 2}, 40)});
+
+  const Tensor p = distinct64({2, 3, 7, 6}, 41);
+  gradcheck("max_pool2d: kernel 3, stride 2 (overlapping), padding 1",
+            [](V& v) { return max_pool2d(v[0], {3}, {2}, {1}); }, {p});
+  gradcheck("max_pool2d: kernel (3, 2), stride 1, padding (1, 0), dilation 2",
+            [](V& v) {
+              return max_pool2d(v[0], {3, 2}, {1}, {1, 0}, {2});
+            },
+            {p});
+  gradcheck("max_pool2d: ceil_mode, unbatched",
+            [](V& v) { return max_pool2d(v[0], {3}, {2}, {0}, {1}, true); },
+            {distinct64({3, 7, 6}, 42)});
+
+  const Tensor q = r64({2, 3, 7, 6}, 43);
+  for (const bool include_pad : {true, false}) {
+    for (const bool ceil : {false, true}) {
+      gradcheck(std::string("avg_pool2d: kernel 3, stride 2, padding 1, count_include_pad ") +
+                    (include_pad ? "true" : "false") + ", ceil_mode " + (ceil ? "true" : "false"),
+                [&](V& v) { return avg_pool2d(v[0], {3}, {2}, {1}, ceil, include_pad); }, {q});
+    }
+  }
+  gradcheck("avg_pool2d: kernel (2, 3), stride (1, 2), padding (1, 0), unbatched",
+            [](V& v) {
+              return avg_pool2d(v[0], {2, 3}, {1, 2}, {1, 0}, false, false);
+            },
+            {r64({3, 5, 7}, 44)});
+
+  // In f32 (the library's convolution where it has one) the gradients are the f64 ones.
+  const std::vector<std::function<Tensor(V&)>> fns{
+      [](V& v) { return conv2d(v[0], v[1], {}, {2}, {1}, {2}, 2); },
+      [](V& v) { return max_pool2d(v[0] * v[1].sum(), {3}, {2}, {1}); },
+      [](V& v) { return avg_pool2d(v[0] * v[1].sum(), {3}, {2}, {1}, true, false); }};
+  for (size_t f = 0; f < fns.size(); ++f) {
+    INFO("function " << f);
+    std::vector<std::vector<Tensor>> grads;
+    for (const DType t : {DType::f64, DType::f32}) {
+      V v{distinct64({2, 4, 7, 6}, 46).to(t).requires_grad_(),
+          r64({6, 2, 3, 3}, 45).to(t).requires_grad_()};
+      const Tensor y = fns[f](v);
+      grads.push_back(autograd::grad({(y * y).sum()}, v));
+    }
+    for (size_t k = 0; k < 2; ++k) {
+      const Tensor d = abs(grads[1][k].to(DType::f64) - grads[0][k]).max();
+      CHECK(d.item<double>() <= 1e-4 * std::max(1.0, abs(grads[0][k]).max().item<double>()));
+    }
+  }
+}
+
+TEST_CASE("autograd: gradients of scatter match finite differences", "[autograd]") {
+  using V = std::vector<Tensor>;
+  // Repeated targets along dim 0 (the last write wins): a's gradient only.
+  gradcheck("scatter: a, repeated targets",
+            [](V& v) {
+              const Tensor idx = tensor(std::vector<int64_t>{0, 3, 3, 1, 0, 0, 3, 1}, {2, 4});
+              return scatter(v[0], 0, idx, full({2, 5}, 7.0, DType::f64)) * v[0];
+            },
+            {r64({4, 5}, 50)});
+  // Distinct targets per line; src larger than the index (its other elements are unread).
+  gradcheck("scatter: a and src, dim 1",
+            [](V& v) {
+              const Tensor idx = tensor(std::vector<int64_t>{4, 0, 2, 1, 3, 4, 0, 2, 3}, {3, 3});
+              return scatter(v[0], 1, idx, v[1]);
+            },
+            {r64({3, 5}, 51), r64({4, 4}, 52)});
+  // The overwritten places get no gradient; src's gradient is gathered at the index.
+  Tensor a = zeros({2, 3}, DType::f64).requires_grad_();
+  Tensor src = ones({1, 2}, DType::f64).requires_grad_();
+  const Tensor idx = tensor(std::vector<int64_t>{2, 0}, {1, 2});
+  const Tensor w = tensor(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3});
+  (scatter(a, 1, idx, src) * w).sum().backward();
+  CHECK(a.grad().to_vector<double>() == std::vector<double>{0, 2, 0, 4, 5, 6});
+  CHECK(src.grad().to_vector<double>() == std::vector<double>{3, 1});
 }
 
 TEST_CASE("autograd: leaves accumulate, retain_grad keeps an inner gradient", "[autograd]") {
