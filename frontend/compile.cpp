@@ -21,6 +21,7 @@
 #include "ir/hash.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "runtime/grad_mode.h"
 #include "runtime/logs.h"
 #include "runtime/ops/dispatch.h"
 #include "runtime/static_plan.h"
@@ -233,6 +234,9 @@ struct CompiledFunction::State {
     stats.conv_folds = session.conv_folds();
     if (!add_entry) return results;
     const TraceSession::Replay* replay = session.replay().get();
+    // A call without breaks that has no replay left traced tensors in host state (an
+    // optimizer's state made at its first step): the next call is traced afresh.
+    if (replay == nullptr && session.num_breaks() == 0) return results;
     Entry e;
     e.guards = GuardSet::build(args, module, replay, session.host_reads(), session.mode_reads());
     e.replay = session.replay();
@@ -253,6 +257,9 @@ struct CompiledFunction::State {
   /// plan runs (built by its first replay), and nothing is allocated but the results.
   std::vector<Tensor> replay(Entry& e, std::span<const detail::CallArg> args) {
     ++stats.replays;
+    // The graph's writes into parameters and optimizer state are not recorded (as the traced
+    // code's were not).
+    const NoGradGuard no_grad;
     const TraceSession::Replay& r = *e.replay;
     std::vector<Tensor>& inputs = e.inputs;
     inputs.resize(r.bindings.size());
@@ -264,6 +271,10 @@ struct CompiledFunction::State {
         break;
       case frontend::InputBinding::Kind::captured: inputs[k] = Tensor(b.captured); break;
       case frontend::InputBinding::Kind::constant: inputs[k] = Tensor(); break;
+      case frontend::InputBinding::Kind::grad:
+        inputs[k] =
+            (b.captured ? Tensor(b.captured) : args[e.tensor_positions[b.argument]].tensor).grad();
+        break;
       }
     }
     std::vector<Tensor> outs;
@@ -306,6 +317,13 @@ struct CompiledFunction::State {
       } else {
         results.push_back(r.fixed[k]);
       }
+      if (k < r.result_history.size() && r.result_history[k])
+        frontend::compiled_history(results[k]);
+    }
+    for (const frontend::TraceSession::Replay::GradWrite& w : r.grad_writes) {
+      Tensor leaf =
+          w.slot.leaf ? Tensor(w.slot.leaf) : args[e.tensor_positions[w.slot.argument]].tensor;
+      leaf.set_grad(w.output >= 0 ? outs[static_cast<size_t>(w.output)] : Tensor());
     }
     for (Tensor& t : inputs)
       t = Tensor();

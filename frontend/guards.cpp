@@ -119,6 +119,7 @@ GuardSet GuardSet::build(std::span<const detail::CallArg> args, const nn::Module
       if (b.kind == InputBinding::Kind::captured)
         g.captured_.push_back({b.captured, b.name, meta_of(*b.captured)});
     g.versions_.assign(host_reads.begin(), host_reads.end());
+    g.grads_ = replay->grad_reads;
   }
   g.alias_pattern(args, g.arg_alias_, g.captured_alias_);
   if (module != nullptr) {
@@ -154,6 +155,29 @@ void GuardSet::flatten() {
     }
     flat_args_.push_back(f);
   }
+}
+
+std::optional<std::string> GuardSet::check_grad(const TraceSession::Replay::GradRead& g,
+                                                std::span<const detail::CallArg> args) {
+  const TensorImpl* slot = nullptr;
+  if (g.slot.leaf) {
+    slot = g.slot.leaf->grad.get();
+  } else {
+    size_t k = 0;
+    for (const detail::CallArg& a : args)
+      if (a.is_tensor && k++ == g.slot.argument) slot = a.tensor.impl().grad.get();
+  }
+  if ((slot != nullptr) != g.defined)
+    return detail::str("gradient of ", g.slot.name, ": ", g.defined ? "defined" : "none",
+                       " became ", slot != nullptr ? "defined" : "none");
+  if (slot == nullptr) return std::nullopt;
+  const TensorMeta& m = g.meta;
+  if (slot->dtype != m.dtype || slot->sizes != m.sizes || slot->strides != m.strides ||
+      slot->device != m.device)
+    return detail::str("gradient of ", g.slot.name, ": ", m.dtype, " sizes ", shape_str(m.sizes),
+                       " strides ", shape_str(m.strides), " became ", slot->dtype, " sizes ",
+                       shape_str(slot->sizes), " strides ", shape_str(slot->strides));
+  return std::nullopt;
 }
 
 bool GuardSet::same_meta(const TensorMetaGuard& want, const TensorImpl& got) {
@@ -206,6 +230,8 @@ bool GuardSet::holds(std::span<const detail::CallArg> args, const nn::Module* mo
     if (!same_meta(c.meta, *c.tensor)) return false;
   for (const HostReadGuard& v : versions_)
     if ((v.tensor->storage ? v.tensor->storage->version() : 0) != v.version) return false;
+  for (const TraceSession::Replay::GradRead& g : grads_)
+    if (check_grad(g, args)) return false;
   return true;
 }
 
@@ -286,6 +312,8 @@ std::optional<std::string> GuardSet::check(std::span<const detail::CallArg> args
                          v.why, " while tracing was modified in place (version ", v.version,
                          " became ", now, ")");
   }
+  for (const TraceSession::Replay::GradRead& g : grads_)
+    if (auto why = check_grad(g, args)) return why;
   return std::nullopt;
 }
 
@@ -329,6 +357,10 @@ std::vector<std::string> GuardSet::describe() const {
   for (const HostReadGuard& v : versions_)
     out.push_back(detail::str("tensor ", v.name.empty() ? "<unnamed>" : v.name, " (", v.why,
                               ") is at version ", v.version));
+  for (const TraceSession::Replay::GradRead& g : grads_)
+    out.push_back(g.defined ? detail::str("gradient of ", g.slot.name, ": ", g.meta.dtype,
+                                          " sizes ", shape_str(g.meta.sizes))
+                            : detail::str("gradient of ", g.slot.name, " is none"));
   return out;
 }
 

@@ -60,6 +60,10 @@ private:
   std::vector<CapturedGuard> captured_;
   std::vector<HostReadGuard> versions_;
   std::vector<ModeReadGuard> modes_;
+  std::vector<TraceSession::Replay::GradRead> grads_;
+  /// Why the gradient slot of read `g` fails its guard for this call, or nullopt.
+  static std::optional<std::string> check_grad(const TraceSession::Replay::GradRead& g,
+                                               std::span<const detail::CallArg> args);
   /// Per argument: the first earlier tensor argument sharing its storage (its index), or
   /// kNoAlias; then likewise against the captured tensors (kNoAlias or the captured index).
   /// The graph's writes and reads were recorded for this pattern of memory sharing.

@@ -9,10 +9,13 @@
 
 #include <atomic>
 #include <iostream>
+#include <unordered_set>
 
 #include "frontend/freeze.h"
 #include "ir/printer.h"
+#include "runtime/autograd/node.h"
 #include "runtime/error.h"
+#include "runtime/grad_mode.h"
 #include "runtime/ops/dispatch.h"
 #include "runtime/shape.h"
 
@@ -76,6 +79,11 @@ constexpr BreakCode kCodes[] = {
      "remove the call to capture one graph"},
     {"KB009", "eager_region", "kiln::eager_region(...) runs its block eagerly",
      "move the block out of the compiled function, or express it with tensor ops"},
+    {"KB010", "host_state",
+     "host state that a replay could not reproduce changes here (an optimizer's learning "
+     "rate set by set_lr or an LR scheduler's step)",
+     "call the scheduler's step() (or set_lr) outside the compiled function: the compiled "
+     "step reads the current rate on every call"},
 };
 
 void materialize(TensorImpl& impl, const Tensor& r) {
@@ -152,8 +160,11 @@ std::vector<Tensor> TraceSession::begin(std::span<const Tensor> args) {
     s.writable.push_back(base);
     Tensor t = make_traced(in, base, {});
     t.impl().requires_grad = a.requires_grad();
+    t.impl().grad = a.impl().grad; // the stand-in's slot is the argument's (GradSlotRef)
+    standins_[t.impl_ptr().get()] = k;
     traced.push_back(std::move(t));
   }
+  args_.assign(args.begin(), args.end());
   return traced;
 }
 
@@ -165,7 +176,13 @@ std::shared_ptr<TraceSession::Base> TraceSession::capture(const Tensor& t) {
   ir::Value* in =
       s.graph->add_input(ir::Type::from_meta(TensorMeta::of(t)), ir::InputKind::parameter,
                          name != names_.end() ? name->second : "");
-  s.bindings.push_back({InputBinding::Kind::captured, 0, t.impl_ptr(), in->name()});
+  if (auto g = grad_values_.find(key); g != grad_values_.end()) {
+    // A gradient read from its slot: a replay binds what the slot then holds.
+    const GradSlotRef& slot = grad_slots_[g->second].ref;
+    s.bindings.push_back({InputBinding::Kind::grad, slot.argument, slot.leaf, in->name()});
+  } else {
+    s.bindings.push_back({InputBinding::Kind::captured, 0, t.impl_ptr(), in->name()});
+  }
   s.bound.push_back(t);
   auto base = std::make_shared<Base>(Base{in, 0, in, s.bound.size() - 1, t});
   s.captured.emplace(key, base);
@@ -313,6 +330,53 @@ bool TraceSession::pending(const TensorImpl& impl) {
   return false;
 }
 
+TraceSession::GradSlot* TraceSession::slot_of(const Tensor& t) {
+  const TensorImpl* key = t.impl_ptr().get();
+  if (auto it = slot_index_.find(key); it != slot_index_.end()) return &grad_slots_[it->second];
+  GradSlotRef ref;
+  if (auto arg = standins_.find(key); arg != standins_.end()) {
+    ref.argument = arg->second;
+    ref.name = "argument " + std::to_string(arg->second);
+  } else if (t.is_traced()) {
+    return nullptr; // a tensor made by the traced code: its slot lives and dies with it
+  } else {
+    ref.leaf = t.impl_ptr();
+    auto name = names_.find(key);
+    ref.name = name != names_.end() ? name->second : "<unnamed>";
+  }
+  slot_index_[key] = grad_slots_.size();
+  grad_slots_.push_back({std::move(ref), t.impl().grad, nullptr, false, false});
+  return &grad_slots_.back();
+}
+
+void TraceSession::grad_slot(const Tensor& t, bool write) {
+  GradSlot* slot = slot_of(t);
+  if (slot == nullptr) return;
+  if (write) {
+    slot->written = true;
+    return;
+  }
+  if (slot->written || slot->read_first) return;
+  slot->read_first = true;
+  const std::shared_ptr<TensorImpl>& g = t.impl().grad;
+  if (g && !g->is_traced()) grad_values_[g.get()] = static_cast<size_t>(slot - grad_slots_.data());
+}
+
+void TraceSession::track(const std::shared_ptr<TensorImpl>& impl) {
+  if (handle_of(*impl) != nullptr) segment().traced.push_back(impl);
+}
+
+uint64_t TraceSession::version(const TensorImpl& t) {
+  if (Handle* h = handle_of(t)) return h->base->version;
+  uint64_t v = t.storage ? t.storage->version() : 0;
+  if (seg_ && t.storage)
+    for (const auto& b : seg_->writable)
+      if (b->bound.impl().storage == t.storage) v += b->version;
+  return v;
+}
+
+int64_t TraceSession::segment_id() { return segment().id; }
+
 void TraceSession::module_mode_read(const nn::Module& m, const std::shared_ptr<const bool>& flag) {
   for (const ModeReadGuard& g : mode_reads_)
     if (g.flag == flag) return;
@@ -321,7 +385,8 @@ void TraceSession::module_mode_read(const nn::Module& m, const std::shared_ptr<c
 }
 
 void TraceSession::host_read(const Tensor* t, HostRead why) {
-  bool must_break = why == HostRead::explicit_break || why == HostRead::eager_region;
+  bool must_break = why == HostRead::explicit_break || why == HostRead::eager_region ||
+                    why == HostRead::host_state;
   std::string what;
   if (t != nullptr && t->defined()) {
     const TensorImpl& impl = t->impl();
@@ -361,6 +426,9 @@ const std::vector<GraphBreak>& TraceSession::breaks() const {
 
 void TraceSession::cut(std::vector<Tensor>* results) {
   TracerScope untraced(nullptr); // compiling (constant folding) and running are eager
+  // The graph's run is not recorded: the autograd history of what it computes was recorded
+  // while tracing (and its writes into parameters are the traced code's own).
+  const NoGradGuard no_grad;
   Segment& s = segment();
   ir::Graph& g = *s.graph;
   // How each tensor that outlives the graph becomes concrete: as a graph output; as a view
@@ -394,8 +462,35 @@ void TraceSession::cut(std::vector<Tensor>* results) {
       KILN_CHECK(r.defined(), "kiln::compile: the compiled function returned an undefined tensor");
       result_plans.push_back(plan(r.impl_ptr()));
     }
+  // At the end of the call: what each gradient slot the code wrote holds now (a replay sets
+  // it), and whether any other traced tensor outlives the call (kept by host state a replay
+  // could not update, such as an optimizer's state made at its first step): then the call
+  // has no replay, and the next one is traced again.
+  bool replayable = results != nullptr && breaks_.empty();
+  std::vector<TraceSession::Replay::GradWrite> grad_writes;
+  std::unordered_set<const TensorImpl*> accounted;
+  if (results != nullptr) {
+    for (const Tensor& r : *results)
+      accounted.insert(r.impl_ptr().get());
+    for (GradSlot& slot : grad_slots_) {
+      if (!slot.written) continue;
+      std::shared_ptr<TensorImpl> now = slot.ref.leaf ? slot.ref.leaf->grad : slot.last;
+      if (now == slot.initial) continue; // left as it was (or written in place)
+      grad_writes.push_back({slot.ref, -1});
+      if (!now) continue;
+      accounted.insert(now.get());
+      const Plan p = plan(now);
+      if (p.output >= 0)
+        grad_writes.back().output = p.output;
+      else
+        replayable = false; // a concrete tensor, or a view of a written input
+    }
+  }
   for (const auto& w : s.traced)
-    if (auto impl = w.lock()) plans.push_back(plan(impl));
+    if (auto impl = w.lock()) {
+      plans.push_back(plan(impl));
+      if (results != nullptr && accounted.count(impl.get()) == 0) replayable = false;
+    }
   for (const auto& b : s.writable) {
     if (b->version == 0) continue;
     for (size_t i = 0; i < s.bound.size(); ++i) {
@@ -453,8 +548,14 @@ void TraceSession::cut(std::vector<Tensor>* results) {
         }
       }
   }
-  if (results != nullptr && breaks_.empty()) {
+  if (replayable) {
     auto r = std::make_shared<Replay>();
+    for (const GradSlot& slot : grad_slots_)
+      if (slot.read_first)
+        r->grad_reads.push_back(
+            {slot.ref, slot.initial != nullptr,
+             slot.initial ? TensorMeta::of(Tensor(slot.initial)) : TensorMeta{}});
+    r->grad_writes = std::move(grad_writes);
     r->compiled = exe;
     r->bindings = s.bindings;
     for (size_t k = 0; k < result_plans.size(); ++k) {
@@ -480,14 +581,72 @@ std::vector<Tensor> TraceSession::trace_call(std::span<const Tensor> args,
     TracerScope scope(this);
     results = body(traced);
   }
-  traced.clear(); // the argument stand-ins are not results unless returned
+  // The argument stand-ins are not results unless returned; their gradient slots are the
+  // arguments'.
+  for (GradSlot& slot : grad_slots_)
+    if (!slot.ref.leaf) {
+      slot.last = traced[slot.ref.argument].impl().grad;
+      KILN_CHECK(!slot.written || slot.last == slot.initial || args[slot.ref.argument].is_leaf(),
+                 "kiln::compile: backward() inside the compiled function reached tensor argument ",
+                 slot.ref.argument,
+                 ", which has autograd history from outside it; gradients can't flow out of a "
+                 "compiled function yet (detach() the argument, or call backward() outside)");
+    }
+  traced.clear();
   finish(results);
   return results;
 }
 
+std::vector<bool> TraceSession::strip_history(std::vector<Tensor>& results) {
+  std::vector<bool> had;
+  for (Tensor& r : results) {
+    const bool traced = r.defined() && r.is_traced() && r.impl().autograd != nullptr &&
+                        r.impl().autograd->grad_fn != nullptr;
+    had.push_back(traced);
+    if (!traced) continue;
+    r.impl().autograd = nullptr;
+    r.impl().requires_grad = false;
+  }
+  return had;
+}
+
 void TraceSession::finish(std::vector<Tensor>& results) {
   segment();
+  const std::vector<bool> history = strip_history(results);
   cut(&results);
+  // The gradients the code left in its arguments' slots (now concrete).
+  for (const GradSlot& slot : grad_slots_)
+    if (!slot.ref.leaf && slot.written) args_[slot.ref.argument].impl().grad = slot.last;
+  for (size_t k = 0; k < results.size(); ++k)
+    if (history[k]) compiled_history(results[k]);
+  if (replay_) replay_->result_history = history;
+}
+
+namespace {
+
+/// The backward of a result of a compiled function: not built yet, so it says so.
+class CompiledForwardBackward final : public autograd::Node {
+public:
+  std::vector<Tensor> apply(std::vector<Tensor>) override {
+    throw Error::without_location(
+        "kiln::compile: backward reached a tensor returned by a compiled function; gradients "
+        "through a compiled forward are not built yet. Compile the whole training step "
+        "(forward, loss, backward() and the optimizer's step) as one function, or run the "
+        "forward eagerly");
+  }
+  std::string name() const override { return "CompiledFunctionBackward"; }
+};
+
+} // namespace
+
+void compiled_history(Tensor& result) {
+  if (!is_floating(result.dtype())) return;
+  auto node = std::make_shared<CompiledForwardBackward>();
+  node->outputs.push_back(TensorMeta::of(result));
+  autograd::AutogradMeta& m = autograd::meta_of(result);
+  m.grad_fn = std::move(node);
+  m.output_nr = 0;
+  result.impl().requires_grad = true;
 }
 
 } // namespace kiln::frontend

@@ -21,11 +21,21 @@ namespace kiln::frontend {
 
 /// Where a graph input's tensor comes from when the graph runs again.
 struct InputBinding {
-  enum class Kind : uint8_t { argument, captured, constant };
+  /// grad: the gradient its slot holds at the call, of `captured` (a leaf the code touched)
+  /// or, with `captured` null, of tensor argument `argument`.
+  enum class Kind : uint8_t { argument, captured, constant, grad };
   Kind kind = Kind::argument;
   size_t argument = 0;                  // index among the call's tensor arguments
   std::shared_ptr<TensorImpl> captured; // a tensor the code touched (held while cached)
   std::string name;                     // "fc1.weight" when known
+};
+
+/// A gradient slot (Tensor::grad) the traced code used: of a tensor it touched (`leaf`), or
+/// with `leaf` null, of tensor argument `argument`.
+struct GradSlotRef {
+  std::shared_ptr<TensorImpl> leaf;
+  size_t argument = 0;
+  std::string name;
 };
 
 /// A concrete tensor whose value the compiled graph depends on (the traced code read it on
@@ -73,6 +83,10 @@ public:
                              std::span<Tensor> out) override;
   void host_read(const Tensor* t, HostRead why) override;
   void module_mode_read(const nn::Module& m, const std::shared_ptr<const bool>& flag) override;
+  void grad_slot(const Tensor& t, bool write) override;
+  void track(const std::shared_ptr<TensorImpl>& impl) override;
+  uint64_t version(const TensorImpl& t) override;
+  int64_t segment_id() override;
 
   // What the trace found (valid after finish).
   /// The breaks, with their locations (symbolised on the first call).
@@ -95,6 +109,23 @@ public:
 
   /// For a call without breaks: everything needed to run it again without the user's code.
   struct Replay {
+    /// A gradient slot read before the code wrote it: a replay binds what it holds, so it must
+    /// hold a tensor of this kind, or none (a guard).
+    struct GradRead {
+      GradSlotRef slot;
+      bool defined = false;
+      TensorMeta meta;
+    };
+    /// A gradient slot the code wrote: after a replay it holds graph output `output` (-1:
+    /// none), as after the traced call.
+    struct GradWrite {
+      GradSlotRef slot;
+      int64_t output = -1;
+    };
+    std::vector<GradRead> grad_reads;
+    std::vector<GradWrite> grad_writes;
+    /// Per result: it had autograd history when traced (it gets compiled_history()).
+    std::vector<bool> result_history;
     std::shared_ptr<const codegen::CompiledGraph> compiled;
     std::vector<InputBinding> bindings;
     /// Per result: the graph output it is, or -1 with `fixed[k]` the tensor it always is.
@@ -115,6 +146,18 @@ public:
 
 private:
   struct Segment;
+  /// A gradient slot the traced code read or wrote.
+  struct GradSlot {
+    GradSlotRef ref;
+    std::shared_ptr<TensorImpl> initial; // what it held when the code first used it
+    std::shared_ptr<TensorImpl> last;    // an argument's: what it held when the code returned
+    bool read_first = false;             // read before any write
+    bool written = false;
+  };
+  GradSlot* slot_of(const Tensor& t);
+  /// Strips the autograd history recorded while tracing from the results (its saved
+  /// tensors are the trace's); each result that had one gets compiled_history() instead.
+  std::vector<bool> strip_history(std::vector<Tensor>& results);
   /// Starts the trace: the traced stand-ins for the call's tensor arguments.
   std::vector<Tensor> begin(std::span<const Tensor> args);
   /// Ends it: runs the last graph with `results` among its outputs; results become concrete.
@@ -152,8 +195,17 @@ private:
   int64_t kernels_ = 0;
   int64_t conv_folds_ = 0;
   size_t num_args_ = 0;
+  std::vector<Tensor> args_;                               // the call's tensor arguments
+  std::unordered_map<const TensorImpl*, size_t> standins_; // argument stand-in → its index
+  std::vector<GradSlot> grad_slots_;
+  std::unordered_map<const TensorImpl*, size_t> slot_index_;  // leaf or stand-in → slot
+  std::unordered_map<const TensorImpl*, size_t> grad_values_; // a concrete gradient → its slot
   std::shared_ptr<Replay> replay_;
 };
+
+/// Gives a result of a compiled function that had autograd history when traced a node that
+/// says, when backward reaches it, that gradients through a compiled forward are not built.
+void compiled_history(Tensor& result);
 
 /// The break code for a host-read cause.
 const BreakCode& break_code(HostRead why);

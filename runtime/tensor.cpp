@@ -42,8 +42,16 @@ Tensor& Tensor::requires_grad_(bool r) {
   return *this;
 }
 
-Tensor Tensor::grad() const { return Tensor(impl().grad); }
-void Tensor::set_grad(const Tensor& g) { impl().grad = g.impl_ptr(); }
+Tensor Tensor::grad() const {
+  if (Tracer* tracer = active_tracer()) [[unlikely]]
+    tracer->grad_slot(*this, /*write=*/false);
+  return Tensor(impl().grad);
+}
+void Tensor::set_grad(const Tensor& g) {
+  if (Tracer* tracer = active_tracer()) [[unlikely]]
+    tracer->grad_slot(*this, /*write=*/true);
+  impl().grad = g.impl_ptr();
+}
 
 template <typename T> T Tensor::item() const {
   HostReadScope read(this, HostRead::item);

@@ -29,6 +29,7 @@ enum class HostRead : uint8_t {
   masked_select,  // boolean-mask indexing
   explicit_break, // kiln::graph_break()
   eager_region,   // kiln::eager_region(...)
+  host_state,     // host state a replay could not reproduce changes (an LR scheduler's step)
 };
 
 /// Implemented by frontend/; the runtime only calls it.
@@ -45,6 +46,19 @@ public:
   /// The traced code asked module m whether it is training (dropout, batch norm do): the
   /// trace holds only while *flag keeps its value.
   virtual void module_mode_read(const nn::Module& m, const std::shared_ptr<const bool>& flag) = 0;
+  /// The traced code reads (Tensor::grad) or replaces (Tensor::set_grad) the gradient slot
+  /// of `t`: a replay must bind what the slot holds at its call, and set what it held at
+  /// the end of the trace.
+  virtual void grad_slot(const Tensor& t, bool write) = 0;
+  /// `impl` shares the trace handle of a traced tensor (a copy of its metadata made outside
+  /// dispatch, as autograd's saved outputs are): it is made concrete with the others.
+  virtual void track(const std::shared_ptr<TensorImpl>& impl) = 0;
+  /// t's version as the pending graph has it: its writes so far (a traced tensor), or its
+  /// storage's version plus the writes recorded but not yet run (a concrete one). Autograd's
+  /// saved tensors check it, as they check Tensor::version() eagerly.
+  virtual uint64_t version(const TensorImpl& t) = 0;
+  /// The pending graph's number: versions compare only within one.
+  virtual int64_t segment_id() = 0;
 };
 
 /// The tracer active on this thread, or null.

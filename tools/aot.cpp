@@ -169,6 +169,9 @@ aot::Manifest make_manifest(const Captured& c, const AotOptions& o,
     aot::Manifest::PlanInput p;
     if (b.kind == frontend::InputBinding::Kind::argument) {
       p = {aot::Manifest::PlanInput::Kind::input, b.argument};
+    } else if (b.kind == frontend::InputBinding::Kind::grad) {
+      throw Error::without_location("the forward reads a gradient (Tensor::grad()); a library "
+                                    "is an inference forward");
     } else if (b.kind == frontend::InputBinding::Kind::captured) {
       std::string name = b.name.empty() ? "kiln.captured." + std::to_string(k) : b.name;
       auto [it, fresh] = parameter_of.try_emplace(name, m.parameters.size());

@@ -10,6 +10,7 @@
 #include "runtime/autograd/node.h"
 #include "runtime/ops.h"
 #include "runtime/ops/dispatch.h"
+#include "runtime/tracing.h"
 
 namespace kiln::autograd {
 namespace {
@@ -71,14 +72,30 @@ public:
 
 // ---- saved tensors ----
 
+namespace {
+
+/// A copy of t's metadata without its history; a traced tensor's copy is made concrete with it.
+std::shared_ptr<TensorImpl> copy_impl(const Tensor& t) {
+  auto impl = std::make_shared<TensorImpl>(t.impl());
+  if (impl->is_traced()) active_tracer()->track(impl);
+  return impl;
+}
+
+} // namespace
+
 SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output) {
   if (!t.defined()) return;
   KILN_CHECK(!t.impl().inference, "autograd: an inference tensor (made under InferenceMode) "
                                   "can't be saved for backward; make it outside InferenceMode");
-  version_ = t.version();
+  if (Tracer* tracer = active_tracer()) {
+    version_ = tracer->version(t.impl());
+    segment_ = tracer->segment_id();
+  } else {
+    version_ = t.version();
+  }
   if (is_output) {
     // The same elements without the history (the node that saves it is that history).
-    auto impl = std::make_shared<TensorImpl>(t.impl());
+    std::shared_ptr<TensorImpl> impl = copy_impl(t);
     impl->autograd = nullptr;
     impl->grad = nullptr;
     output_nr_ = find_meta(t) != nullptr ? find_meta(t)->output_nr : 0;
@@ -89,13 +106,19 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output
 }
 
 Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner) const {
-  KILN_CHECK(data_.version() == version_,
+  // Versions compare within one pending graph, or eagerly: a tensor saved in a traced graph
+  // that has run since (a graph break) is not checked.
+  Tracer* tracer = active_tracer();
+  const bool comparable =
+      tracer != nullptr ? segment_ < 0 || segment_ == tracer->segment_id() : segment_ < 0;
+  const uint64_t now = tracer != nullptr ? tracer->version(data_.impl()) : data_.version();
+  KILN_CHECK(!comparable || now == version_,
              "autograd: one of the variables needed for gradient computation has been modified by "
              "an inplace operation: ",
              dtype_name(data_.dtype()), shape_str(data_.sizes()), ", saved by ", owner->name(),
-             ", is at version ", data_.version(), "; expected version ", version_, " instead");
+             ", is at version ", now, "; expected version ", version_, " instead");
   if (!is_output_) return data_;
-  auto impl = std::make_shared<TensorImpl>(data_.impl());
+  std::shared_ptr<TensorImpl> impl = copy_impl(data_);
   auto m = std::make_shared<AutogradMeta>();
   m->grad_fn = owner;
   m->output_nr = output_nr_;

@@ -37,6 +37,9 @@ public:
 private:
   Tensor data_;
   uint64_t version_ = 0;
+  /// Saved while a tracer ran: its pending graph's number, whose versions version_ counts
+  /// (-1: saved eagerly, version_ is the storage's).
+  int64_t segment_ = -1;
   bool is_output_ = false;
   uint32_t output_nr_ = 0;
 };

@@ -260,8 +260,19 @@ std::vector<Tensor> run_kernels(Op op, std::span<const Tensor> inputs, const Att
 
 std::vector<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const Attrs& attrs,
                              std::span<Tensor> out) {
-  if (Tracer* tracer = active_tracer()) [[unlikely]]
-    return tracer->record(op, inputs, attrs, out);
+  if (Tracer* tracer = active_tracer()) [[unlikely]] {
+    // Traced ops are recorded for autograd as eager ones are, so that backward() inside a
+    // compiled function traces the backward pass into the same graph.
+    if (!is_grad_enabled()) return tracer->record(op, inputs, attrs, out);
+    autograd::Recording rec = autograd::record_before(op, inputs, out);
+    std::vector<Tensor> results;
+    {
+      const NoGradGuard recorded;
+      results = tracer->record(op, inputs, attrs, out);
+    }
+    if (rec.active) autograd::record_after(op, inputs, attrs, results, out, rec);
+    return results;
+  }
   if (!is_grad_enabled()) {
     std::vector<Tensor> results = run_kernels(op, inputs, attrs, out);
     if (autograd::inference_mode()) [[unlikely]]

@@ -6,6 +6,7 @@
 
 #include "runtime/grad_mode.h"
 #include "runtime/ops.h"
+#include "runtime/tracing.h"
 
 namespace kiln::optim {
 namespace {
@@ -47,6 +48,27 @@ void Optimizer::zero_grad(bool set_to_none) {
         p.grad().zero_();
       }
     }
+}
+
+void Optimizer::set_lr(double lr, size_t group) {
+  // A traced step reads the rate from its tensor when the graph runs: the graph so far must run
+  // first, with the old rate.
+  HostReadScope scope(nullptr, HostRead::host_state);
+  store_lr(lr, group);
+  if (group < lr_tensors_.size() && lr_tensors_[group].defined()) {
+    const NoGradGuard no_grad;
+    lr_tensors_[group].fill_(lr);
+  }
+}
+
+Tensor Optimizer::lr_tensor(size_t group) {
+  if (lr_tensors_.size() <= group) lr_tensors_.resize(num_groups());
+  Tensor& t = lr_tensors_[group];
+  if (!t.defined()) {
+    const TracerScope eager(nullptr); // a tensor of the optimizer, not of the trace
+    t = scalar_tensor(lr(group), DType::f64);
+  }
+  return t;
 }
 
 std::vector<Tensor> Optimizer::parameters() const {
@@ -127,7 +149,10 @@ void SGD::step() {
         }
         d = o.nesterov ? d + buf * o.momentum : buf;
       }
-      p.add_(d * -o.lr);
+      if (active_tracer() != nullptr)
+        p.add_(d * -lr_tensor(g));
+      else
+        p.add_(d * -o.lr);
     }
   }
 }
@@ -162,8 +187,13 @@ void Adam::step() {
       Tensor& m = state_of(state_, p, "exp_avg", [&] { return zeros_like(p); });
       Tensor& v = state_of(state_, p, "exp_avg_sq", [&] { return zeros_like(p); });
       step.add_(1.0);
-      const double t = step.item<double>();
-      if (decoupled_)
+      // Traced, the step count and the rate stay tensors (graph inputs: a replay reads their
+      // values then); eagerly they are doubles, as in torch.optim.
+      const bool traced = active_tracer() != nullptr;
+      const Tensor lr = traced ? lr_tensor(g) : Tensor();
+      if (decoupled_ && traced)
+        p.mul_(1 - lr * o.weight_decay);
+      else if (decoupled_)
         p.mul_(1 - o.lr * o.weight_decay);
       else if (o.weight_decay != 0)
         grad = grad + p * o.weight_decay;
@@ -171,6 +201,13 @@ void Adam::step() {
       m.add_((grad - m) * (1 - beta1));
       v.mul_(beta2);
       v.add_(grad * grad * (1 - beta2));
+      if (traced) {
+        auto bias = [&](double beta) { return 1 - pow(scalar_tensor(beta, DType::f64), step); };
+        const Tensor denom = sqrt(v) / sqrt(bias(beta2)) + o.eps;
+        p.add_(m / denom * -(lr / bias(beta1)));
+        continue;
+      }
+      const double t = step.item<double>();
       const double bias1 = 1 - std::pow(beta1, t), bias2 = 1 - std::pow(beta2, t);
       const double step_size = o.lr / bias1;
       const Tensor denom = sqrt(v) / std::sqrt(bias2) + o.eps;

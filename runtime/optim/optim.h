@@ -56,9 +56,11 @@ public:
   virtual void step() = 0;
   /// Clears the gradients: undefined (set_to_none, PyTorch's default) or zeroed in place.
   void zero_grad(bool set_to_none = true);
-  /// The learning rate of group g (schedulers set it).
+  /// The learning rate of group g (schedulers set it). Under kiln::compile a step reads the
+  /// rate from a 0-d tensor that set_lr keeps equal to it, so a replayed step uses the rate of
+  /// its call; set_lr inside a compiled function is a graph break (KB010).
   virtual double lr(size_t group = 0) const = 0;
-  virtual void set_lr(double lr, size_t group) = 0;
+  void set_lr(double lr, size_t group);
   virtual size_t num_groups() const = 0;
   /// Every parameter, group after group.
   std::vector<Tensor> parameters() const;
@@ -70,7 +72,13 @@ public:
   void load_state_dict(const std::map<std::string, Tensor>& state);
 
 protected:
+  virtual void store_lr(double lr, size_t group) = 0;
+  /// Group g's rate as the update reads it: the double eagerly; under a tracer, the 0-d f64
+  /// tensor that holds it (a graph input, so a replay reads its current value).
+  Tensor lr_tensor(size_t group);
+
   std::vector<std::vector<Tensor>> groups_;
+  std::vector<Tensor> lr_tensors_; // per group, made at the first traced step
   /// Per parameter (by its TensorImpl), its named state tensors.
   std::map<const TensorImpl*, std::map<std::string, Tensor>> state_;
 };
@@ -81,10 +89,10 @@ public:
   explicit SGD(std::vector<ParamGroup<SGDOptions>> groups);
   void step() override;
   double lr(size_t group = 0) const override { return options_.at(group).lr; }
-  void set_lr(double lr, size_t group) override { options_.at(group).lr = lr; }
   size_t num_groups() const override { return options_.size(); }
 
 private:
+  void store_lr(double lr, size_t group) override { options_.at(group).lr = lr; }
   std::vector<SGDOptions> options_;
 };
 
@@ -95,11 +103,11 @@ public:
   explicit Adam(std::vector<ParamGroup<AdamOptions>> groups);
   void step() override;
   double lr(size_t group = 0) const override { return options_.at(group).lr; }
-  void set_lr(double lr, size_t group) override { options_.at(group).lr = lr; }
   size_t num_groups() const override { return options_.size(); }
 
 protected:
   Adam() = default;
+  void store_lr(double lr, size_t group) override { options_.at(group).lr = lr; }
   std::vector<AdamOptions> options_;
   bool decoupled_ = false;
 };

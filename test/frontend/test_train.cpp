@@ -1,0 +1,232 @@
+// Compiled training (docs/user-guide.md, "Training"): a whole step (forward, loss, backward,
+// optimizer update) compiled as one function, against the same step run eagerly in f32 and
+// in f64 (the f64 reference rule, per step), and the cases a replay must get right: gradient
+// slots, the optimizer's state and step count, the learning rate, and saved tensors.
+#include <catch2/catch.hpp>
+
+#include <kiln/kiln.h>
+
+#include "frontend/frontend_testing.h"
+#include "runtime/optim/optim.h"
+
+using namespace kiln;
+
+namespace {
+
+/// A two-layer classifier with its parameters as plain tensors, so that one set of initial
+/// values gives an f32 and an f64 copy.
+struct Net {
+  std::vector<Tensor> params; // w1 [16, 32], b1 [32], w2 [32, 4], b2 [4]
+
+  explicit Net(DType dtype) {
+    manual_seed(7);
+    for (const Shape& s : {Shape{16, 32}, Shape{32}, Shape{32, 4}, Shape{4}})
+      params.push_back((randn(s) * 0.3).to(dtype).requires_grad_());
+  }
+  Tensor forward(const Tensor& x) const {
+    const Tensor h = relu(matmul(x, params[0]) + params[1]);
+    return matmul(h, params[2]) + params[3];
+  }
+};
+
+struct Data {
+  Tensor x, y;
+};
+
+Data batch(int step, DType dtype) {
+  manual_seed(100 + static_cast<uint64_t>(step));
+  const Tensor x = randn({8, 16});
+  const Tensor y = randint(0, 4, {8});
+  return {x.to(dtype), y};
+}
+
+/// One training step: what the compiled and the eager runs both execute.
+template <typename Opt> Tensor train_step(Net& net, Opt& opt, const Tensor& x, const Tensor& y) {
+  opt.zero_grad();
+  Tensor loss = cross_entropy(net.forward(x), y);
+  loss.backward();
+  opt.step();
+  return loss;
+}
+
+void require_close(const Tensor& got, const Tensor& eager, const Tensor& reference) {
+  const auto why = check_accuracy(got, eager, reference);
+  INFO(why.value_or(""));
+  REQUIRE_FALSE(why.has_value());
+}
+
+} // namespace
+
+TEST_CASE("train: a compiled AdamW step follows the eager one step by step", "[train][llvm]") {
+  Net net(DType::f32), eager(DType::f32), ref(DType::f64);
+  auto opts = optim::AdamWOptions{.lr = 1e-2, .weight_decay = 0.1};
+  optim::AdamW opt(net.params, opts), eager_opt(eager.params, opts), ref_opt(ref.params, opts);
+  auto step = compile([&](const Tensor& x, const Tensor& y) { return train_step(net, opt, x, y); });
+  const int steps = 12;
+  for (int s = 0; s < steps; ++s) {
+    INFO("step " << s);
+    const Data d = batch(s, DType::f32);
+    const Tensor loss = step(d.x, d.y);
+    const Tensor want = train_step(eager, eager_opt, d.x, d.y);
+    const Tensor reference = train_step(ref, ref_opt, d.x.to(DType::f64), d.y);
+    require_close(loss, want, reference);
+    for (size_t k = 0; k < net.params.size(); ++k) {
+      INFO("parameter " << k);
+      require_close(net.params[k], eager.params[k], ref.params[k]);
+      // The gradients a replay leaves in the slots are this call's.
+      REQUIRE(net.params[k].grad().defined());
+      require_close(net.params[k].grad(), eager.params[k].grad(), ref.params[k].grad());
+    }
+  }
+  const CompileStats st = step.stats();
+  CHECK(st.breaks == 0);
+  // The first call makes the optimizer's state (host state a replay can't make), so the
+  // second is traced again; every later call replays.
+  CHECK(st.traces == 2);
+  CHECK(st.replays == steps - 2);
+  // The loss and gradients came out of one graph; the loss keeps no usable history.
+  const Tensor loss = step(batch(0, DType::f32).x, batch(0, DType::f32).y);
+  CHECK(loss.requires_grad());
+  CHECK_THROWS_WITH(loss.backward(), Catch::Contains("compiled function"));
+}
+
+TEST_CASE("train: a compiled SGD step with momentum and gradients zeroed in place",
+          "[train][llvm]") {
+  Net net(DType::f32), eager(DType::f32), ref(DType::f64);
+  auto opts = optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .nesterov = true};
+  optim::SGD opt(net.params, opts), eager_opt(eager.params, opts), ref_opt(ref.params, opts);
+  // zero_grad(false) zeroes the slots' tensors in place, so the step reads them: a replay
+  // binds the gradient each slot holds at its call.
+  auto fn = [](Net& n, optim::SGD& o, const Tensor& x, const Tensor& y) {
+    o.zero_grad(/*set_to_none=*/false);
+    Tensor loss = cross_entropy(n.forward(x), y);
+    loss.backward();
+    o.step();
+    return loss;
+  };
+  auto step = compile([&](const Tensor& x, const Tensor& y) { return fn(net, opt, x, y); });
+  for (int s = 0; s < 8; ++s) {
+    INFO("step " << s);
+    const Data d = batch(s, DType::f32);
+    const Tensor loss = step(d.x, d.y);
+    require_close(loss, fn(eager, eager_opt, d.x, d.y), fn(ref, ref_opt, d.x.to(DType::f64), d.y));
+    for (size_t k = 0; k < net.params.size(); ++k)
+      require_close(net.params[k], eager.params[k], ref.params[k]);
+  }
+  CompileStats st = step.stats();
+  CHECK(st.breaks == 0);
+  CHECK(st.replays >= 5);
+  CHECK(st.recompiles == 0);
+  // The replay binds the slots' gradients, guarded: slots emptied outside the compiled step
+  // fail the guard, and the step is traced again for them.
+  opt.zero_grad();
+  eager_opt.zero_grad();
+  ref_opt.zero_grad();
+  const Data d = batch(20, DType::f32);
+  require_close(step(d.x, d.y), fn(eager, eager_opt, d.x, d.y),
+                fn(ref, ref_opt, d.x.to(DType::f64), d.y));
+  for (size_t k = 0; k < net.params.size(); ++k)
+    require_close(net.params[k], eager.params[k], ref.params[k]);
+  st = step.stats();
+  REQUIRE(st.recompiles == 1);
+  CHECK_THAT(st.recompile_reasons[0],
+             Catch::Contains("gradient of") && Catch::Contains("defined became none"));
+}
+
+TEST_CASE("train: gradients accumulate across compiled calls as eagerly", "[train][llvm]") {
+  // No zero_grad: each call adds its gradient to the slot's, which the replay must read.
+  Net net(DType::f32), eager(DType::f32), ref(DType::f64);
+  auto fn = [](Net& n, const Tensor& x, const Tensor& y) {
+    Tensor loss = cross_entropy(n.forward(x), y);
+    loss.backward();
+    return loss;
+  };
+  auto step = compile([&](const Tensor& x, const Tensor& y) { return fn(net, x, y); });
+  for (int s = 0; s < 4; ++s) {
+    const Data d = batch(s, DType::f32);
+    step(d.x, d.y);
+    fn(eager, d.x, d.y);
+    fn(ref, d.x.to(DType::f64), d.y);
+  }
+  for (size_t k = 0; k < net.params.size(); ++k)
+    require_close(net.params[k].grad(), eager.params[k].grad(), ref.params[k].grad());
+  CHECK(step.stats().replays >= 2);
+}
+
+TEST_CASE("train: the learning rate is read at each replayed step", "[train][llvm]") {
+  Net net(DType::f32), eager(DType::f32), ref(DType::f64);
+  auto opts = optim::AdamOptions{.lr = 0.02};
+  optim::Adam opt(net.params, opts), eager_opt(eager.params, opts), ref_opt(ref.params, opts);
+  optim::CosineAnnealingLR sched(opt, 6), eager_sched(eager_opt, 6), ref_sched(ref_opt, 6);
+  auto step = compile([&](const Tensor& x, const Tensor& y) { return train_step(net, opt, x, y); });
+  for (int s = 0; s < 6; ++s) {
+    INFO("step " << s << " lr " << opt.lr());
+    const Data d = batch(s, DType::f32);
+    const Tensor loss = step(d.x, d.y);
+    require_close(loss, train_step(eager, eager_opt, d.x, d.y),
+                  train_step(ref, ref_opt, d.x.to(DType::f64), d.y));
+    for (size_t k = 0; k < net.params.size(); ++k)
+      require_close(net.params[k], eager.params[k], ref.params[k]);
+    sched.step();
+    eager_sched.step();
+    ref_sched.step();
+  }
+  CHECK(step.stats().replays >= 3);
+}
+
+TEST_CASE("train: a scheduler's step inside a compiled step is a graph break (KB010)",
+          "[train][llvm]") {
+  Net net(DType::f32), eager(DType::f32);
+  optim::SGD opt(net.params, {.lr = 0.1}), eager_opt(eager.params, {.lr = 0.1});
+  optim::StepLR sched(opt, 1, 0.5), eager_sched(eager_opt, 1, 0.5);
+  auto fn = [](Net& n, optim::SGD& o, optim::StepLR& sc, const Tensor& x, const Tensor& y) {
+    Tensor loss = train_step(n, o, x, y);
+    sc.step();
+    return loss;
+  };
+  auto step = compile([&](const Tensor& x, const Tensor& y) { return fn(net, opt, sched, x, y); });
+  for (int s = 0; s < 4; ++s) {
+    const Data d = batch(s, DType::f32);
+    const Tensor loss = step(d.x, d.y);
+    const Tensor want = fn(eager, eager_opt, eager_sched, d.x, d.y);
+    CHECK(check_accuracy(loss, want, Tensor()) == std::nullopt);
+  }
+  CHECK(opt.lr() == eager_opt.lr());
+  for (size_t k = 0; k < net.params.size(); ++k)
+    CHECK(check_accuracy(net.params[k], eager.params[k], Tensor()) == std::nullopt);
+  const ExplainReport rep = explain(step, batch(9, DType::f32).x, batch(9, DType::f32).y);
+  REQUIRE(rep.break_count() == 1);
+  CHECK(rep.breaks[0].code == "KB010");
+  CHECK(rep.breaks[0].location.find("test_train.cpp") != std::string::npos);
+}
+
+TEST_CASE("train: a saved tensor written in place inside a compiled function is an error",
+          "[train][llvm]") {
+  Tensor w = tensor(std::vector<float>{0.5f, -1.0f, 2.0f}).requires_grad_();
+  auto f = compile([&](const Tensor& x) {
+    Tensor y = sigmoid(x * w); // sigmoid's backward reads its output y
+    y.mul_(2);
+    Tensor loss = y.sum();
+    loss.backward();
+    return loss;
+  });
+  CHECK_THROWS_WITH(f(ones({3})), Catch::Contains("modified by an inplace operation"));
+  // Eagerly the same.
+  Tensor y = sigmoid(ones({3}) * w);
+  y.mul_(2);
+  CHECK_THROWS_WITH(y.sum().backward(), Catch::Contains("modified by an inplace operation"));
+}
+
+TEST_CASE("train: backward through a compiled forward says it is not built", "[train][llvm]") {
+  nn::Linear lin(4, 3);
+  auto f = compile(lin);
+  const Tensor y = f(ones({2, 4}));
+  REQUIRE(y.requires_grad());
+  CHECK_THROWS_WITH(y.sum().backward(), Catch::Contains("gradients through a compiled forward"));
+  // The compiled forward still replays (its recorded history is dropped at the end).
+  f(ones({2, 4}));
+  f(ones({2, 4}));
+  CHECK(f.stats().replays == 2);
+  const NoGradGuard no_grad;
+  CHECK(check_accuracy(f(ones({2, 4})), lin.forward(ones({2, 4})), Tensor()) == std::nullopt);
+}
