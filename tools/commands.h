@@ -70,6 +70,11 @@ int fuzz_main(std::span<const std::string_view> args);
 /// model compiled ahead of time into DIR/libN.so with the C ABI of kiln_aot.h (tools/aot.cpp).
 int aot_main(std::span<const std::string_view> args);
 
+/// `kiln train MODEL [--steps N] [--compile] [--mode M] [--optimizer adamw|sgd] [--lr X]
+/// [--seed N]`: trains a zoo model on its synthetic task (models/train.h), eagerly or compiled,
+/// printing loss and step time; exit 1 when the loss did not reach the task's target.
+int train_main(std::span<const std::string_view> args);
+
 /// `kiln cache stats|clear`: the on-disk kernel cache ($KILN_CACHE_DIR or ~/.cache/kiln): its
 /// directory, entry count and bytes, or remove every entry.
 int cache_main(std::span<const std::string_view> args);

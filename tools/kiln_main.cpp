@@ -43,6 +43,8 @@ constexpr Subcommand kSubcommands[] = {
      kiln::tools::fuzz_main},
     {"aot", "compile a model ahead of time into a shared library with a C ABI",
      kiln::tools::aot_main},
+    {"train", "train a zoo model on its synthetic task, eagerly or as one compiled step",
+     kiln::tools::train_main},
     {"cache", "the on-disk kernel cache: stats, or clear it", kiln::tools::cache_main},
     {"version", "print the version", version_main},
 };
