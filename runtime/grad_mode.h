@@ -21,4 +21,17 @@ private:
   bool saved_;
 };
 
+/// Sets grad mode for its scope, as libtorch's AutoGradMode: `{ AutoGradMode on(true); ... }`
+/// records a training step inside code that runs under NoGradGuard.
+class AutoGradMode {
+public:
+  explicit AutoGradMode(bool enabled) : saved_(is_grad_enabled()) { set_grad_enabled(enabled); }
+  ~AutoGradMode() { set_grad_enabled(saved_); }
+  AutoGradMode(const AutoGradMode&) = delete;
+  AutoGradMode& operator=(const AutoGradMode&) = delete;
+
+private:
+  bool saved_;
+};
+
 } // namespace kiln

@@ -23,6 +23,7 @@
 #include "codegen/cache.h"
 #include "frontend/compile.h"
 #include "frontend/version.h"
+#include "models/train.h"
 #include "models/zoo.h"
 #include "runtime/allocator.h"
 #include "runtime/cuda/device.h"
@@ -132,6 +133,45 @@ Instance module_instance(std::shared_ptr<nn::Module> m, Tensor x, Device device,
   in.compile = [forward, mp, x](const CompileOptions& o) {
     auto c = std::make_shared<kiln::Compiled<decltype(forward)>>(forward, o, mp);
     return Instance::Compiled{[c, x] { (void)(*c)(x); }, [c] { return c->stats(); }};
+  };
+  return in;
+}
+
+/// One training step of a zoo model on its task's first batch (models/train.h): zero_grad,
+/// forward, loss, backward, AdamW's step; compiled as one function. The eager and compiled
+/// calls train the same model and optimizer in turn (each call is a full step either way).
+Instance train_instance(const std::string& model, Device device) {
+  struct State {
+    const zoo::TrainTask* task;
+    std::shared_ptr<nn::Module> net;
+    std::unique_ptr<optim::Optimizer> opt;
+    Tensor x, y;
+  };
+  auto s = std::make_shared<State>();
+  s->task = &zoo::train_task(model);
+  s->net = s->task->make(0, DType::f32);
+  s->net->to(device);
+  s->opt = zoo::make_optimizer("adamw", s->net->parameters(), s->task->lr);
+  auto [x, y] = s->task->batch(0, DType::f32);
+  s->x = x.to(device);
+  s->y = y.to(device);
+  Instance in;
+  in.module = s->net;
+  // kiln bench runs under NoGradGuard; a training step records its backward.
+  in.eager = [s] {
+    const AutoGradMode grad(true);
+    (void)zoo::train_step(*s->net, *s->opt, *s->task, s->x, s->y);
+  };
+  in.compile = [s](const CompileOptions& o) {
+    auto step = [s](const Tensor& a, const Tensor& b) {
+      return zoo::train_step(*s->net, *s->opt, *s->task, a, b);
+    };
+    auto c = std::make_shared<kiln::Compiled<decltype(step)>>(step, o);
+    return Instance::Compiled{[c, s] {
+                                const AutoGradMode grad(true);
+                                (void)(*c)(s->x, s->y);
+                              },
+                              [c] { return c->stats(); }};
   };
   return in;
 }
@@ -251,6 +291,13 @@ std::vector<Workload> workloads() {
                  auto m = spec.make(0);
                  return module_instance(m, spec.make_input({1, 784}, DType::f32, 1), d);
                }});
+  w.push_back({"train-mlp",
+               "one AdamW training step of the zoo's mlp, batch 64 (kiln train mlp's task)",
+               Bound::mixed, 0, [](Device d) { return train_instance("mlp", d); }});
+  w.push_back({"train-gpt",
+               "one AdamW training step of the zoo's gpt, 16 sequences of 15 tokens (kiln train "
+               "gpt's sorting task)",
+               Bound::mixed, 0, [](Device d) { return train_instance("gpt", d); }});
   return w;
 }
 
