@@ -188,6 +188,33 @@ def workloads():
     def latency():
         return ZooMlp().eval(), (torch.randn(1, 784),), None
 
+    def train_step(model, make_loss, lr):
+        # kiln's zoo::train_step with make_optimizer("adamw"): zero_grad, forward, loss,
+        # backward, AdamW (weight decay 0.01) on the task's batch.
+        opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+
+        def step(x, y):
+            opt.zero_grad(set_to_none=True)
+            loss = make_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+
+    def train_mlp():
+        x, y = torch.randn(64, 784), torch.randint(0, 10, (64,))
+        return train_step(ZooMlp().train(), F.cross_entropy, 1e-3), (x, y), None
+
+    def train_gpt():
+        # The zoo gpt on `kiln train gpt`'s batches: 16 sequences of 15 tokens below 16, the
+        # first 7 targets ignored.
+        idx, y = torch.randint(0, 16, (16, 15)), torch.randint(0, 16, (16, 15))
+        y[:, :7] = -100
+        model = Gpt(vocab=512, block=64, layers=2, heads=4, embed=128).train()
+        return (train_step(model, lambda out, t: F.cross_entropy(out.reshape(-1, 512),
+                                                                t.reshape(-1)), 3e-3),
+                (idx, y), None)
+
     w["pw-chain"] = ("bandwidth", 3.0 * 4 * n, pw_chain)
     w["softmax"] = ("bandwidth", 2.0 * 4 * 4096 * 4096, softmax)
     w["layernorm"] = ("bandwidth", 2.0 * 4 * 4096 * 4096, layernorm)
@@ -197,7 +224,13 @@ def workloads():
     w["gpt"] = ("mixed", 0, gpt)
     w["cnn"] = ("mixed", 0, cnn)
     w["latency-b1"] = ("overhead", 0, latency)
+    w["train-mlp"] = ("mixed", 0, train_mlp)
+    w["train-gpt"] = ("mixed", 0, train_gpt)
     return w
+
+
+# Workloads that record gradients: made and run outside inference mode.
+TRAINING = {"train-mlp", "train-gpt"}
 
 
 DEVICE = "cpu"  # --device
@@ -385,12 +418,12 @@ def run(args):
         notes.append(f"{name} {label}: {row['error']}")
         print(f"{name:<12}{label:<16}failed: {row['error']}", flush=True)
 
-    with torch.inference_mode():
-        for name in names:
-            if name == "compile":
-                continue
-            if name not in table:
-                sys.exit(f"torch_bench: unknown workload {name!r}")
+    for name in names:
+        if name == "compile":
+            continue
+        if name not in table:
+            sys.exit(f"torch_bench: unknown workload {name!r}")
+        with torch.inference_mode(name not in TRAINING):
             bound, nbytes, make = table[name]
             fn, inputs, reference = make()
             if DEVICE != "cpu":  # the same numbers, moved; the reference is oneDNN's (CPU)
@@ -462,6 +495,7 @@ def run(args):
                             f"{row['extern_gemm_calls']} library)")
                 print(f"{name:<12}{label:<16}{row['median_ms']:10.3f} ms  first call "
                       f"{row['first_call_ms']:.1f} ms{gemm}", flush=True)
+    with torch.inference_mode():
         if "compile" in names:
             # Cold: caches disabled (Inductor's FX graph and kernel caches would otherwise
             # hold the gpt compiled above); warm: a fresh compile with the on-disk caches on.
