@@ -55,6 +55,47 @@ size_t place_blocks(std::vector<Block>& blocks) {
   return arena;
 }
 
+/// The writes whose source a generated kernel can compute straight into the target input
+/// (Plan::set_in_place_writes): the source is that kernel's result, written by no other write
+/// and not an output; the target is written once, and neither it nor any view of it (its
+/// alias class) is read after that kernel, read by it other than where it may write over it,
+/// an output, or another write's source.
+std::vector<std::pair<size_t, size_t>> in_place_writes(const Plan& plan,
+                                                       std::span<const int64_t> def,
+                                                       std::span<const int64_t> end,
+                                                       UnionFind& classes) {
+  const std::span<const Plan::Step> steps = plan.steps();
+  const std::span<const Plan::Write> writes = plan.writes();
+  auto count = [&](size_t s, size_t Plan::Write::*field) {
+    return std::count_if(writes.begin(), writes.end(),
+                         [&](const Plan::Write& w) { return w.*field == s; });
+  };
+  std::vector<std::pair<size_t, size_t>> out;
+  for (const Plan::Write& w : writes) {
+    const size_t t = w.target, s = w.source;
+    const size_t cls = classes.find(t);
+    if (count(t, &Plan::Write::target) != 1 || count(s, &Plan::Write::source) != 1) continue;
+    if (def[s] < 0) continue;
+    const auto k = static_cast<size_t>(def[s]);
+    const Plan::Step& st = steps[k];
+    if (st.kernel < 0 || end[cls] > static_cast<int64_t>(k)) continue;
+    const auto i = static_cast<size_t>(std::find(st.results.begin(), st.results.end(), s) -
+                                       st.results.begin());
+    bool ok = i < st.results.size();
+    for (size_t s2 : plan.outputs())
+      ok = ok && s2 != s && classes.find(s2) != cls;
+    for (const Plan::Write& o : writes)
+      ok = ok && (&o == &w || classes.find(o.source) != cls);
+    for (size_t j = 0; ok && j < st.operands.size(); ++j)
+      if (classes.find(st.operands[j]) == cls)
+        ok = st.operands[j] == t &&
+             std::find(st.may_reuse.begin(), st.may_reuse.end(), std::pair<size_t, size_t>{i, j}) !=
+                 st.may_reuse.end();
+    if (ok) out.emplace_back(s, t);
+  }
+  return out;
+}
+
 } // namespace
 
 void plan_memory(Plan& plan) {
@@ -151,6 +192,7 @@ void plan_memory(Plan& plan) {
       blocks.push_back({static_cast<int64_t>(k), last, aligned(p.nbytes), 0});
     }
   }
+  plan.set_in_place_writes(in_place_writes(plan, def, end, classes));
   memory.arena_bytes = place_blocks(blocks);
   for (size_t s = 0; s < num_slots; ++s)
     if (placement[s].planned) placement[s].offset = blocks[static_cast<size_t>(block_of[s])].offset;

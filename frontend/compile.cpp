@@ -253,6 +253,12 @@ struct CompiledFunction::State {
 
   bool static_plans() const { return options.mode != Mode::default_; }
 
+  /// The tensor whose gradient slot `slot` is, at a call of entry e.
+  static Tensor grad_slot(const frontend::GradSlotRef& slot, std::span<const detail::CallArg> args,
+                          const Entry& e) {
+    return slot.leaf ? Tensor(slot.leaf) : args[e.tensor_positions[slot.argument]].tensor;
+  }
+
   /// Runs an entry's graph without the user's code. Under reduce_overhead the entry's static
   /// plan runs (built by its first replay), and nothing is allocated but the results.
   std::vector<Tensor> replay(Entry& e, std::span<const detail::CallArg> args) {
@@ -272,10 +278,17 @@ struct CompiledFunction::State {
       case frontend::InputBinding::Kind::captured: inputs[k] = Tensor(b.captured); break;
       case frontend::InputBinding::Kind::constant: inputs[k] = Tensor(); break;
       case frontend::InputBinding::Kind::grad:
-        inputs[k] =
-            (b.captured ? Tensor(b.captured) : args[e.tensor_positions[b.argument]].tensor).grad();
+        inputs[k] = grad_slot({b.captured, b.argument, ""}, args, e).grad();
         break;
       }
+    }
+    // The gradients the call replaces without reading them are dropped before it runs, as the
+    // traced code dropped them (zero_grad): the old and new ones are not held together.
+    for (const frontend::TraceSession::Replay::GradWrite& w : r.grad_writes) {
+      const bool read = std::any_of(r.grad_reads.begin(), r.grad_reads.end(), [&](const auto& g) {
+        return g.slot.leaf == w.slot.leaf && (w.slot.leaf || g.slot.argument == w.slot.argument);
+      });
+      if (!read) grad_slot(w.slot, args, e).set_grad(Tensor());
     }
     std::vector<Tensor> outs;
     // Static plans are host plans: a device plan runs as a Plan.
@@ -320,11 +333,9 @@ struct CompiledFunction::State {
       if (k < r.result_history.size() && r.result_history[k])
         frontend::compiled_history(results[k]);
     }
-    for (const frontend::TraceSession::Replay::GradWrite& w : r.grad_writes) {
-      Tensor leaf =
-          w.slot.leaf ? Tensor(w.slot.leaf) : args[e.tensor_positions[w.slot.argument]].tensor;
-      leaf.set_grad(w.output >= 0 ? outs[static_cast<size_t>(w.output)] : Tensor());
-    }
+    for (const frontend::TraceSession::Replay::GradWrite& w : r.grad_writes)
+      grad_slot(w.slot, args, e)
+          .set_grad(w.output >= 0 ? outs[static_cast<size_t>(w.output)] : Tensor());
     for (Tensor& t : inputs)
       t = Tensor();
     return results;

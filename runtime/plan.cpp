@@ -158,6 +158,13 @@ Tensor Plan::placed(size_t slot, const std::shared_ptr<Storage>& arena) const {
   return Tensor(std::move(impl));
 }
 
+void Plan::set_in_place_writes(std::vector<std::pair<size_t, size_t>> source_target) {
+  in_place_ = std::move(source_target);
+  into_input_.assign(num_slots_, -1);
+  for (auto [source, target] : in_place_)
+    into_input_.at(source) = static_cast<int64_t>(target);
+}
+
 std::vector<Tensor> Plan::run(std::span<const Tensor> inputs, std::span<const Tensor> into) const {
   TracerScope untraced(nullptr);
   std::vector<Tensor> slots(num_slots_);
@@ -168,13 +175,16 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs, std::span<const Te
     for (size_t k = 0; k < outputs_.size() && k < into.size(); ++k)
       if (into[k].defined() && target[outputs_[k]] == nullptr) target[outputs_[k]] = &into[k];
   }
+  // Whether tensor t can hold a result of these sizes, strides and dtype as a kernel writes it.
+  auto fits = [](const Tensor& t, IntList sizes, IntList strides, DType dtype) {
+    return t.defined() && t.dtype() == dtype && t.sizes() == Shape(sizes.begin(), sizes.end()) &&
+           t.is_contiguous() && (strides.empty() || is_contiguous(sizes, strides));
+  };
   // A fresh result of these sizes, strides and dtype for slot s: the caller's buffer when it
   // has that geometry, else a new tensor.
   auto fresh = [&](size_t s, IntList sizes, IntList strides, DType dtype) {
     const Tensor* t = target.empty() ? nullptr : target[s];
-    if (t != nullptr && t->dtype() == dtype && t->sizes() == Shape(sizes.begin(), sizes.end()) &&
-        t->is_contiguous() && (strides.empty() || is_contiguous(sizes, strides)))
-      return *t;
+    if (t != nullptr && fits(*t, sizes, strides, dtype)) return *t;
     return empty_with_layout(sizes, strides, dtype, device_);
   };
   const bool on_device = !device_.is_cpu();
@@ -216,11 +226,16 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs, std::span<const Te
       slots[st.results[0]] = std::move(out);
     } else if (st.kernel >= 0) {
       const KernelCall& k = kernels_[static_cast<size_t>(st.kernel)];
-      for (size_t i = 0; i < st.results.size(); ++i)
-        slots[st.results[i]] = placement_[st.results[i]].planned
-                                   ? placed(st.results[i], arena)
-                                   : fresh(st.results[i], k.outputs[i].sizes, k.outputs[i].strides,
-                                           k.outputs[i].dtype);
+      for (size_t i = 0; i < st.results.size(); ++i) {
+        const size_t r = st.results[i];
+        const auto& o = k.outputs[i];
+        const int64_t in = into_input_.empty() ? -1 : into_input_[r];
+        if (in >= 0 && fits(slots[static_cast<size_t>(in)], o.sizes, o.strides, o.dtype))
+          slots[r] = slots[static_cast<size_t>(in)]; // a write computed in place
+        else
+          slots[r] =
+              placement_[r].planned ? placed(r, arena) : fresh(r, o.sizes, o.strides, o.dtype);
+      }
       run_kernel(k, operands, st.results, slots);
     } else if (on_device && eager_on_host_ &&
                (st.epilogue != nullptr || schema(st.op).kind != OpKind::view)) {
@@ -271,6 +286,10 @@ void Plan::apply_writes(std::span<const Tensor> slots) const {
   std::vector<Tensor> sources;
   for (const Write& w : writes_) {
     Tensor src = slots[w.source];
+    if (same_view(src, slots[w.target])) { // computed in place: nothing to copy
+      sources.emplace_back();
+      continue;
+    }
     const auto& storage = src.impl().storage;
     bool aliases_a_target = std::any_of(writes_.begin(), writes_.end(), [&](const Write& o) {
       return storage != nullptr && storage == slots[o.target].impl().storage;
@@ -280,6 +299,10 @@ void Plan::apply_writes(std::span<const Tensor> slots) const {
   }
   for (size_t k = 0; k < writes_.size(); ++k) {
     Tensor target = slots[writes_[k].target];
+    if (!sources[k].defined()) {
+      target.impl().storage->bump_version(); // written, as by the copy
+      continue;
+    }
     dispatch(Op::copy, std::span<const Tensor>(&sources[k], 1), {}, std::span<Tensor>(&target, 1));
   }
 }

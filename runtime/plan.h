@@ -93,6 +93,14 @@ public:
   struct Write {
     size_t target = 0, source = 0; // slots: copy source into target when the run ends
   };
+  /// Writes computed in place (set_in_place_writes): the generated kernel that makes a
+  /// write's source writes it straight into the target input's buffer, when that input has
+  /// the result's layout at the run. Nothing reads the target after that kernel, and the
+  /// kernel reads it only element by element where it writes (Kernel::may_write_over), so
+  /// the graph's values are unchanged; the write at the end then has nothing to copy. An
+  /// optimizer's update of its parameters and state needs no second copy of them this way.
+  void set_in_place_writes(std::vector<std::pair<size_t, size_t>> source_target);
+  std::span<const std::pair<size_t, size_t>> in_place_writes() const { return in_place_; }
 
   /// Slot s holds `value` in every run.
   void bind_constant(size_t slot, Tensor value);
@@ -165,7 +173,9 @@ private:
   std::vector<Step> steps_;
   std::vector<size_t> outputs_;
   std::vector<Write> writes_;
-  std::vector<Placement> placement_; // per slot
+  std::vector<std::pair<size_t, size_t>> in_place_; // (source, target) slots
+  std::vector<int64_t> into_input_;                 // per slot: the target slot, or -1
+  std::vector<Placement> placement_;                // per slot
   MemoryPlan memory_;
   Device device_ = Device::cpu();
   bool eager_on_host_ = false;

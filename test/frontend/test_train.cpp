@@ -59,7 +59,7 @@ void require_close(const Tensor& got, const Tensor& eager, const Tensor& referen
 
 } // namespace
 
-TEST_CASE("train: a compiled AdamW step follows the eager one step by step", "[train][llvm]") {
+TEST_CASE("train: a compiled AdamW step follows the eager one step by step", "[train]") {
   Net net(DType::f32), eager(DType::f32), ref(DType::f64);
   auto opts = optim::AdamWOptions{.lr = 1e-2, .weight_decay = 0.1};
   optim::AdamW opt(net.params, opts), eager_opt(eager.params, opts), ref_opt(ref.params, opts);
@@ -92,8 +92,7 @@ TEST_CASE("train: a compiled AdamW step follows the eager one step by step", "[t
   CHECK_THROWS_WITH(loss.backward(), Catch::Contains("compiled function"));
 }
 
-TEST_CASE("train: a compiled SGD step with momentum and gradients zeroed in place",
-          "[train][llvm]") {
+TEST_CASE("train: a compiled SGD step with momentum and gradients zeroed in place", "[train]") {
   Net net(DType::f32), eager(DType::f32), ref(DType::f64);
   auto opts = optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .nesterov = true};
   optim::SGD opt(net.params, opts), eager_opt(eager.params, opts), ref_opt(ref.params, opts);
@@ -135,7 +134,7 @@ TEST_CASE("train: a compiled SGD step with momentum and gradients zeroed in plac
              Catch::Contains("gradient of") && Catch::Contains("defined became none"));
 }
 
-TEST_CASE("train: gradients accumulate across compiled calls as eagerly", "[train][llvm]") {
+TEST_CASE("train: gradients accumulate across compiled calls as eagerly", "[train]") {
   // No zero_grad: each call adds its gradient to the slot's, which the replay must read.
   Net net(DType::f32), eager(DType::f32), ref(DType::f64);
   auto fn = [](Net& n, const Tensor& x, const Tensor& y) {
@@ -155,7 +154,7 @@ TEST_CASE("train: gradients accumulate across compiled calls as eagerly", "[trai
   CHECK(step.stats().replays >= 2);
 }
 
-TEST_CASE("train: the learning rate is read at each replayed step", "[train][llvm]") {
+TEST_CASE("train: the learning rate is read at each replayed step", "[train]") {
   Net net(DType::f32), eager(DType::f32), ref(DType::f64);
   auto opts = optim::AdamOptions{.lr = 0.02};
   optim::Adam opt(net.params, opts), eager_opt(eager.params, opts), ref_opt(ref.params, opts);
@@ -176,8 +175,7 @@ TEST_CASE("train: the learning rate is read at each replayed step", "[train][llv
   CHECK(step.stats().replays >= 3);
 }
 
-TEST_CASE("train: a scheduler's step inside a compiled step is a graph break (KB010)",
-          "[train][llvm]") {
+TEST_CASE("train: a scheduler's step inside a compiled step is a graph break (KB010)", "[train]") {
   Net net(DType::f32), eager(DType::f32);
   optim::SGD opt(net.params, {.lr = 0.1}), eager_opt(eager.params, {.lr = 0.1});
   optim::StepLR sched(opt, 1, 0.5), eager_sched(eager_opt, 1, 0.5);
@@ -203,7 +201,7 @@ TEST_CASE("train: a scheduler's step inside a compiled step is a graph break (KB
 }
 
 TEST_CASE("train: a saved tensor written in place inside a compiled function is an error",
-          "[train][llvm]") {
+          "[train]") {
   Tensor w = tensor(std::vector<float>{0.5f, -1.0f, 2.0f}).requires_grad_();
   auto f = compile([&](const Tensor& x) {
     Tensor y = sigmoid(x * w); // sigmoid's backward reads its output y
@@ -219,7 +217,7 @@ TEST_CASE("train: a saved tensor written in place inside a compiled function is 
   CHECK_THROWS_WITH(y.sum().backward(), Catch::Contains("modified by an inplace operation"));
 }
 
-TEST_CASE("train: backward through a compiled forward says it is not built", "[train][llvm]") {
+TEST_CASE("train: backward through a compiled forward says it is not built", "[train]") {
   nn::Linear lin(4, 3);
   auto f = compile(lin);
   const Tensor y = f(ones({2, 4}));
