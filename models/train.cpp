@@ -13,6 +13,16 @@
 namespace kiln::zoo {
 namespace {
 
+/// A TrainTask::make for a zoo model: its spec's weights, in the dtype, in train mode.
+std::function<std::shared_ptr<nn::Module>(uint64_t, DType)> trainable(ModelSpec (*spec)()) {
+  return [spec](uint64_t seed, DType dtype) {
+    std::shared_ptr<nn::Module> m = spec().make(seed);
+    m->to(dtype);
+    m->train();
+    return m;
+  };
+}
+
 // ---- mlp: a fixed random classification set ----
 
 constexpr int64_t kMlpExamples = 2048, kMlpBatch = 64;
@@ -38,12 +48,7 @@ TrainTask mlp_task() {
   t.steps = 200;
   t.lr = 1e-3;
   t.target_loss = 0.05;
-  t.make = [](uint64_t seed, DType dtype) {
-    std::shared_ptr<nn::Module> m = mlp_spec().make(seed);
-    m->to(dtype);
-    m->train();
-    return m;
-  };
+  t.make = trainable(mlp_spec);
   t.batch = [](int64_t step, DType dtype) {
     const auto& [x, y] = mlp_data();
     const int64_t at = (step * kMlpBatch) % kMlpExamples;
@@ -65,12 +70,7 @@ TrainTask gpt_task() {
   t.steps = 400;
   t.lr = 3e-3;
   t.target_loss = 0.4;
-  t.make = [](uint64_t seed, DType dtype) {
-    std::shared_ptr<nn::Module> m = gpt_spec().make(seed);
-    m->to(dtype);
-    m->train();
-    return m;
-  };
+  t.make = trainable(gpt_spec);
   t.batch = [](int64_t step, DType) {
     // Drawn on the host from the step number: the same batches on every run and machine.
     std::mt19937_64 gen(static_cast<uint64_t>(step) * 0x9E3779B97F4A7C15ull + 1);
