@@ -217,6 +217,8 @@ struct CompiledFunction::State {
     o.keep_ir = explain;
     o.record_locations = wants("graph") || !dump_dir().empty() || explain;
     o.freeze = options.backend != "eager";
+    // A module in train mode, called with grad mode on: its results get a compiled backward.
+    o.backward = module != nullptr && module->is_training() && is_grad_enabled();
     return o;
   }
 
@@ -280,6 +282,8 @@ struct CompiledFunction::State {
       case frontend::InputBinding::Kind::grad:
         inputs[k] = grad_slot({b.captured, b.argument, ""}, args, e).grad();
         break;
+      case frontend::InputBinding::Kind::saved:
+        KILN_UNREACHABLE("a forward graph's input bound to its own output");
       }
     }
     // The gradients the call replaces without reading them are dropped before it runs, as the
@@ -330,8 +334,14 @@ struct CompiledFunction::State {
       } else {
         results.push_back(r.fixed[k]);
       }
-      if (k < r.result_history.size() && r.result_history[k])
+      if (!r.backward && k < r.result_history.size() && r.result_history[k])
         frontend::compiled_history(results[k]);
+    }
+    if (r.backward) {
+      std::vector<Tensor> targs;
+      for (size_t pos : e.tensor_positions)
+        targs.push_back(args[pos].tensor);
+      frontend::compiled_backward(results, r.result_history, r.backward, outs, targs);
     }
     for (const frontend::TraceSession::Replay::GradWrite& w : r.grad_writes)
       grad_slot(w.slot, args, e)

@@ -13,9 +13,11 @@
 
 #include "frontend/freeze.h"
 #include "ir/printer.h"
+#include "runtime/autograd/autograd.h"
 #include "runtime/autograd/node.h"
 #include "runtime/error.h"
 #include "runtime/grad_mode.h"
+#include "runtime/ops.h"
 #include "runtime/ops/dispatch.h"
 #include "runtime/shape.h"
 
@@ -144,6 +146,7 @@ Tensor TraceSession::make_traced(ir::Value* v, std::shared_ptr<Base> base, Steps
 }
 
 std::vector<Tensor> TraceSession::begin(std::span<const Tensor> args) {
+  first_node_ = autograd::new_sequence();
   Segment& s = segment();
   num_args_ = args.size();
   std::vector<Tensor> traced;
@@ -489,7 +492,15 @@ void TraceSession::cut(std::vector<Tensor>* results) {
   for (const auto& w : s.traced)
     if (auto impl = w.lock()) {
       plans.push_back(plan(impl));
-      if (results != nullptr && accounted.count(impl.get()) == 0) replayable = false;
+      if (saved_ != nullptr && saved_->count(impl.get()) != 0) {
+        // Read by the compiled backward: a forward output (not a view of a written input).
+        saved_ok_ = saved_ok_ && plans.back().output >= 0;
+        continue;
+      }
+      // (An argument's stand-in is kept by the autograd leaf it is: it is the argument.)
+      if (results != nullptr && accounted.count(impl.get()) == 0 &&
+          standins_.count(impl.get()) == 0)
+        replayable = false;
     }
   for (const auto& b : s.writable) {
     if (b->version == 0) continue;
@@ -531,6 +542,7 @@ void TraceSession::cut(std::vector<Tensor>* results) {
     graphs_.push_back(std::move(info));
     outs = exe->run(s.bound);
     kernels_ += exe->launches;
+    if (saved_ != nullptr) forward_outs_ = outs;
   } else {
     for (ir::Value* v : g.outputs()) // a graph without nodes only forwards its inputs
       outs.push_back(s.bound[v->index()]);
@@ -597,29 +609,155 @@ std::vector<Tensor> TraceSession::trace_call(std::span<const Tensor> args,
   return results;
 }
 
-std::vector<bool> TraceSession::strip_history(std::vector<Tensor>& results) {
-  std::vector<bool> had;
+void TraceSession::strip_history(std::vector<Tensor>& results) {
   for (Tensor& r : results) {
-    const bool traced = r.defined() && r.is_traced() && r.impl().autograd != nullptr &&
-                        r.impl().autograd->grad_fn != nullptr;
-    had.push_back(traced);
-    if (!traced) continue;
+    if (!r.defined() || r.impl().autograd == nullptr || !r.impl().autograd->grad_fn) continue;
+    if (r.impl().autograd->grad_fn->sequence < first_node_) continue; // not from this trace
     r.impl().autograd = nullptr;
     r.impl().requires_grad = false;
   }
-  return had;
+}
+
+bool TraceSession::history_of(const std::vector<Tensor>& results, const std::vector<bool>& history,
+                              std::vector<std::shared_ptr<TensorImpl>>& leaves,
+                              std::unordered_set<const TensorImpl*>& saved) {
+  std::vector<autograd::Node*> stack;
+  std::unordered_set<autograd::Node*> seen;
+  for (size_t k = 0; k < results.size(); ++k)
+    if (history[k]) {
+      autograd::Node* n = results[k].impl().autograd->grad_fn.get();
+      if (seen.insert(n).second) stack.push_back(n);
+    }
+  std::vector<Tensor> kept;
+  while (!stack.empty()) {
+    autograd::Node* n = stack.back();
+    stack.pop_back();
+    if (auto* acc = dynamic_cast<autograd::AccumulateGrad*>(n)) {
+      leaves.push_back(acc->leaf());
+      continue;
+    }
+    if (n->sequence < first_node_ || n->released()) return false; // history from before
+    kept.clear();
+    n->saved(kept);
+    for (const Tensor& t : kept)
+      if (t.is_traced()) saved.insert(t.impl_ptr().get());
+    for (const autograd::Edge& e : n->next)
+      if (e.valid() && seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+  }
+  return true;
+}
+
+std::shared_ptr<BackwardGraph>
+TraceSession::trace_backward(const std::vector<Tensor>& results, const std::vector<bool>& history,
+                             const std::vector<std::shared_ptr<TensorImpl>>& leaves) {
+  Segment& s = segment();
+  const int64_t ops = ops_;
+  auto bw = std::make_shared<BackwardGraph>();
+  std::vector<Tensor> roots, seeds, inputs;
+  for (size_t k = 0; k < results.size(); ++k) {
+    if (!history[k]) continue;
+    const TensorMeta meta = TensorMeta::of(results[k]);
+    ir::Value* in =
+        s.graph->add_input(ir::Type::from_meta({meta.dtype, meta.device, meta.sizes, {}, false}),
+                           ir::InputKind::user, "grad" + std::to_string(bw->results.size()));
+    s.bindings.push_back({InputBinding::Kind::argument, bw->results.size(), nullptr, in->name()});
+    s.bound.emplace_back();
+    seeds.push_back(make_traced(in, std::make_shared<Base>(Base{in, 0, in, 0, Tensor()}), {}));
+    roots.push_back(results[k]);
+    bw->results.push_back(meta);
+  }
+  for (const std::shared_ptr<TensorImpl>& leaf : leaves) {
+    inputs.emplace_back(leaf);
+    auto arg = standins_.find(leaf.get());
+    bw->leaf_tensors.push_back(arg == standins_.end() ? leaf : nullptr);
+    bw->leaf_arguments.push_back(arg == standins_.end() ? 0 : arg->second);
+  }
+  std::vector<Tensor> grads;
+  {
+    TracerScope traced(this);
+    grads = autograd::grad(roots, inputs, seeds, /*retain_graph=*/false, /*create_graph=*/false,
+                           /*allow_unused=*/true);
+  }
+  ops_ = ops; // the forward's count: the backward runs on its own
+  ir::Graph& g = *s.graph;
+  bool ok = g.writes().empty();
+  std::unordered_map<ir::Value*, int64_t> out_index;
+  for (const Tensor& grad : grads) {
+    if (!grad.defined()) {
+      bw->leaf_outputs.push_back(-1);
+      continue;
+    }
+    Handle* h = handle_of(grad.impl());
+    ok = ok && h != nullptr;
+    if (!ok) break;
+    ir::Value* v = current(*h);
+    auto [it, fresh] = out_index.try_emplace(v, static_cast<int64_t>(g.num_outputs()));
+    if (fresh) g.add_output(v);
+    bw->leaf_outputs.push_back(it->second);
+  }
+  // The saved tensors it read are outputs of the forward's run (same views of them).
+  for (InputBinding& b : s.bindings) {
+    if (b.kind != InputBinding::Kind::captured) continue;
+    const Tensor t(b.captured);
+    for (size_t k = 0; k < forward_outs_.size(); ++k)
+      if (forward_outs_[k].defined() && same_view(forward_outs_[k], t)) {
+        b = {InputBinding::Kind::saved, k, nullptr, b.name};
+        break;
+      }
+  }
+  if (ok) {
+    bw->bindings = s.bindings;
+    if (s.nodes > 0) {
+      TracerScope untraced(nullptr);
+      const NoGradGuard no_grad;
+      bw->compiled = compile_(g);
+    } else {
+      for (ir::Value* v : g.outputs())
+        bw->forwarded.push_back(v->index());
+    }
+  }
+  seg_.reset();
+  return ok ? bw : nullptr;
 }
 
 void TraceSession::finish(std::vector<Tensor>& results) {
   segment();
-  const std::vector<bool> history = strip_history(results);
-  cut(&results);
+  std::vector<bool> history;
+  for (const Tensor& r : results)
+    history.push_back(r.defined() && r.is_traced() && r.impl().autograd != nullptr &&
+                      r.impl().autograd->grad_fn != nullptr);
+  std::vector<std::shared_ptr<TensorImpl>> leaves;
+  std::unordered_set<const TensorImpl*> saved;
+  const bool any = std::find(history.begin(), history.end(), true) != history.end();
+  std::shared_ptr<BackwardGraph> bw;
+  if (options_.backward && any && breaks_.empty() && history_of(results, history, leaves, saved)) {
+    // The forward runs with what its backward reads among its outputs; then the backward is
+    // traced from the recorded history, and the history dropped.
+    saved_ = &saved;
+    saved_ok_ = true;
+    cut(&results);
+    saved_ = nullptr;
+    if (saved_ok_) bw = trace_backward(results, history, leaves);
+    strip_history(results);
+    if (!bw) replay_.reset(); // the saved tensors were left in the results' history
+  } else {
+    strip_history(results);
+    cut(&results);
+  }
   // The gradients the code left in its arguments' slots (now concrete).
   for (const GradSlot& slot : grad_slots_)
     if (!slot.ref.leaf && slot.written) args_[slot.ref.argument].impl().grad = slot.last;
-  for (size_t k = 0; k < results.size(); ++k)
-    if (history[k]) compiled_history(results[k]);
-  if (replay_) replay_->result_history = history;
+  if (bw) {
+    compiled_backward(results, history, bw, forward_outs_, args_);
+  } else {
+    for (size_t k = 0; k < results.size(); ++k)
+      if (history[k]) compiled_history(results[k]);
+  }
+  forward_outs_.clear();
+  if (replay_) {
+    replay_->result_history = history;
+    replay_->backward = bw;
+  }
 }
 
 namespace {
@@ -638,6 +776,87 @@ public:
 };
 
 } // namespace
+
+namespace {
+
+/// The grad_fn of a compiled forward's results: runs the compiled backward on the saved forward
+/// outputs, the captured tensors it reads and the results' gradients.
+class CompiledBackward final : public autograd::Node {
+public:
+  explicit CompiledBackward(std::shared_ptr<const BackwardGraph> bw) : bw_(std::move(bw)) {}
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override {
+    KILN_CHECK(!released_, "autograd: trying to backward through the graph a second time: the "
+                           "compiled forward's saved tensors are gone; pass retain_graph=true to "
+                           "the first backward");
+    KILN_CHECK(!is_grad_enabled(), "kiln::compile: create_graph (double backward) through a "
+                                   "compiled forward is not supported; run the forward eagerly");
+    std::vector<Tensor> in(bw_->bindings.size());
+    for (size_t k = 0; k < in.size(); ++k) {
+      const InputBinding& b = bw_->bindings[k];
+      if (b.kind != InputBinding::Kind::argument) {
+        in[k] = inputs_[k];
+        continue;
+      }
+      // The graph was traced for contiguous gradients of the results' dtypes.
+      const TensorMeta& m = bw_->results.at(b.argument);
+      const Tensor& g = grads.at(b.argument);
+      in[k] = g.defined() ? g.to(m.dtype).contiguous()
+                          : zeros(m.sizes, TensorOptions(m.dtype).device(m.device));
+    }
+    std::vector<Tensor> outs;
+    if (bw_->compiled) {
+      outs = bw_->compiled->run(in);
+    } else {
+      for (size_t i : bw_->forwarded)
+        outs.push_back(in[i]);
+    }
+    std::vector<Tensor> result;
+    for (int64_t o : bw_->leaf_outputs)
+      result.push_back(o >= 0 ? outs[static_cast<size_t>(o)] : Tensor());
+    return result;
+  }
+  std::string name() const override { return "CompiledFunctionBackward"; }
+  void release() override {
+    inputs_.clear();
+    released_ = true;
+  }
+  bool released() const override { return released_; }
+  void saved(std::vector<Tensor>& out) const override {
+    for (const Tensor& t : inputs_)
+      if (t.defined()) out.push_back(t);
+  }
+
+  std::shared_ptr<const BackwardGraph> bw_;
+  std::vector<Tensor> inputs_; // per binding: the saved output or captured tensor
+  bool released_ = false;
+};
+
+} // namespace
+
+void compiled_backward(std::vector<Tensor>& results, const std::vector<bool>& history,
+                       const std::shared_ptr<const BackwardGraph>& backward,
+                       std::span<const Tensor> outputs, std::span<const Tensor> args) {
+  auto node = std::make_shared<CompiledBackward>(backward);
+  node->sequence = autograd::new_sequence();
+  for (const InputBinding& b : backward->bindings)
+    node->inputs_.push_back(b.kind == InputBinding::Kind::saved      ? outputs[b.argument]
+                            : b.kind == InputBinding::Kind::captured ? Tensor(b.captured)
+                                                                     : Tensor());
+  for (size_t i = 0; i < backward->leaf_outputs.size(); ++i) {
+    const Tensor leaf = backward->leaf_tensors[i] ? Tensor(backward->leaf_tensors[i])
+                                                  : args[backward->leaf_arguments[i]];
+    node->next.push_back(autograd::gradient_edge(leaf));
+  }
+  node->outputs = backward->results;
+  uint32_t nr = 0;
+  for (size_t k = 0; k < results.size(); ++k) {
+    if (!history[k]) continue;
+    autograd::AutogradMeta& m = autograd::meta_of(results[k]);
+    m.grad_fn = node;
+    m.output_nr = nr++;
+    results[k].impl().requires_grad = true;
+  }
+}
 
 void compiled_history(Tensor& result) {
   if (!is_floating(result.dtype())) return;

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "codegen/lower.h"
@@ -23,11 +24,27 @@ namespace kiln::frontend {
 struct InputBinding {
   /// grad: the gradient its slot holds at the call, of `captured` (a leaf the code touched)
   /// or, with `captured` null, of tensor argument `argument`.
-  enum class Kind : uint8_t { argument, captured, constant, grad };
+  /// saved (a compiled backward's): output `argument` of its forward graph's run.
+  enum class Kind : uint8_t { argument, captured, constant, grad, saved };
   Kind kind = Kind::argument;
   size_t argument = 0;                  // index among the call's tensor arguments
   std::shared_ptr<TensorImpl> captured; // a tensor the code touched (held while cached)
   std::string name;                     // "fc1.weight" when known
+};
+
+/// The compiled backward of a compiled forward (a module compiled in train mode): the
+/// backward formulas of the autograd graph the forward recorded, traced after the forward ran
+/// as a graph of their own, compiled, and run by the results' grad_fn (compiled_backward).
+struct BackwardGraph {
+  std::shared_ptr<const codegen::CompiledGraph> compiled; // null: the graph forwards inputs
+  /// argument k: the gradient of the k-th result with history; saved: a forward output;
+  /// captured and constant as a forward's.
+  std::vector<InputBinding> bindings;
+  std::vector<TensorMeta> results; // per result with history
+  std::vector<size_t> forwarded;   // without `compiled`: per output, the input it is
+  std::vector<std::shared_ptr<TensorImpl>> leaf_tensors; // per leaf: a tensor it captured, or
+  std::vector<size_t> leaf_arguments;                    // (when null) this tensor argument
+  std::vector<int64_t> leaf_outputs;                     // per leaf: its gradient's output or -1
 };
 
 /// A gradient slot (Tensor::grad) the traced code used: of a tensor it touched (`leaf`), or
@@ -69,6 +86,8 @@ public:
     bool keep_ir = false;          // keep each graph's text (explain)
     bool record_locations = false; // give nodes the user's file:line (logs and dumps)
     bool freeze = false;           // fold eval-mode batch norms into convs (freeze.h)
+    /// Results with autograd history get a compiled backward (a module in train mode).
+    bool backward = false;
   };
 
   TraceSession(Options options, CompileGraphFn compile, nn::Module* module);
@@ -124,8 +143,10 @@ public:
     };
     std::vector<GradRead> grad_reads;
     std::vector<GradWrite> grad_writes;
-    /// Per result: it had autograd history when traced (it gets compiled_history()).
+    /// Per result: it had autograd history when traced (it gets compiled_backward() when
+    /// `backward` is set, else compiled_history()).
     std::vector<bool> result_history;
+    std::shared_ptr<const BackwardGraph> backward;
     std::shared_ptr<const codegen::CompiledGraph> compiled;
     std::vector<InputBinding> bindings;
     /// Per result: the graph output it is, or -1 with `fixed[k]` the tensor it always is.
@@ -157,7 +178,17 @@ private:
   GradSlot* slot_of(const Tensor& t);
   /// Strips the autograd history recorded while tracing from the results (its saved
   /// tensors are the trace's); each result that had one gets compiled_history() instead.
-  std::vector<bool> strip_history(std::vector<Tensor>& results);
+  void strip_history(std::vector<Tensor>& results);
+  /// The leaves and saved tensors of the autograd graph the results' history recorded in
+  /// this trace; false when it reaches history from before the trace.
+  bool history_of(const std::vector<Tensor>& results, const std::vector<bool>& history,
+                  std::vector<std::shared_ptr<TensorImpl>>& leaves,
+                  std::unordered_set<const TensorImpl*>& saved);
+  /// Traces and compiles (without running) the backward of the results' history in a segment
+  /// of its own; null when it can't be (a gradient that is not a value of that graph).
+  std::shared_ptr<BackwardGraph>
+  trace_backward(const std::vector<Tensor>& results, const std::vector<bool>& history,
+                 const std::vector<std::shared_ptr<TensorImpl>>& leaves);
   /// Starts the trace: the traced stand-ins for the call's tensor arguments.
   std::vector<Tensor> begin(std::span<const Tensor> args);
   /// Ends it: runs the last graph with `results` among its outputs; results become concrete.
@@ -201,11 +232,24 @@ private:
   std::unordered_map<const TensorImpl*, size_t> slot_index_;  // leaf or stand-in → slot
   std::unordered_map<const TensorImpl*, size_t> grad_values_; // a concrete gradient → its slot
   std::shared_ptr<Replay> replay_;
+  uint64_t first_node_ = 0; // autograd's sequence when the trace began
+  /// While the last cut of a call with a compiled backward runs: the saved tensors (graph
+  /// outputs the backward reads), whether each became one, and the forward's outputs.
+  const std::unordered_set<const TensorImpl*>* saved_ = nullptr;
+  bool saved_ok_ = true;
+  std::vector<Tensor> forward_outs_;
 };
 
 /// Gives a result of a compiled function that had autograd history when traced a node that
 /// says, when backward reaches it, that gradients through a compiled forward are not built.
 void compiled_history(Tensor& result);
+
+/// Gives the results of a compiled forward that had history (`history`) one grad_fn that runs
+/// `backward` on the saved forward outputs (`outputs`); gradients flow on to the leaves it
+/// captured and the call's tensor arguments.
+void compiled_backward(std::vector<Tensor>& results, const std::vector<bool>& history,
+                       const std::shared_ptr<const BackwardGraph>& backward,
+                       std::span<const Tensor> outputs, std::span<const Tensor> args);
 
 /// The break code for a host-read cause.
 const BreakCode& break_code(HostRead why);

@@ -60,6 +60,11 @@ public:
     released_ = saved_any_;
   }
   bool released() const override { return released_; }
+  void saved(std::vector<Tensor>& out) const override {
+    for (const std::vector<SavedTensor>* v : {&inputs_, &outputs_})
+      for (const SavedTensor& s : *v)
+        if (s.defined()) out.push_back(s.data());
+  }
 
   Op op_;
   Attrs attrs_;
@@ -161,6 +166,8 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grads) {
   leaf.set_grad(old.defined() ? old + add : (is_grad_enabled() ? add : add.clone()));
   return {};
 }
+
+uint64_t new_sequence() { return g_sequence++; }
 
 std::string grad_fn_name(const Tensor& t) {
   const AutogradMeta* m = find_meta(t);

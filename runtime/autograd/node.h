@@ -32,6 +32,8 @@ public:
   SavedTensor(const Tensor& t, bool is_output);
   Tensor unpack(const std::shared_ptr<Node>& owner) const;
   bool defined() const { return data_.defined(); }
+  /// The saved tensor itself (no version check, no history).
+  const Tensor& data() const { return data_; }
   void reset() { data_ = Tensor(); }
 
 private:
@@ -53,6 +55,8 @@ public:
   virtual std::string name() const = 0;
   /// Drops the saved tensors (after a backward without retain_graph).
   virtual void release() {}
+  /// Appends the tensors it saved for backward (as saved: without history).
+  virtual void saved(std::vector<Tensor>& out) const { (void)out; }
   virtual bool released() const { return false; }
 
   std::vector<Edge> next;          // per input
@@ -118,6 +122,9 @@ struct SavePlan {
 SavePlan save_plan(Op op);
 /// Whether an op is differentiable at all (its floating results get a node).
 bool differentiable(Op op);
+
+/// A new node's sequence number (creation order): nodes numbered below it were made before.
+uint64_t new_sequence();
 
 /// g summed down to `sizes` (the reverse of broadcasting).
 Tensor sum_to(const Tensor& g, IntList sizes);

@@ -217,9 +217,56 @@ TEST_CASE("train: a saved tensor written in place inside a compiled function is 
   CHECK_THROWS_WITH(y.sum().backward(), Catch::Contains("modified by an inplace operation"));
 }
 
-TEST_CASE("train: backward through a compiled forward says it is not built", "[train]") {
+TEST_CASE("train: a module compiled in train mode gets a compiled backward", "[train]") {
+  // Two copies of one model: compiled and eager, and an f64 one for the reference.
+  auto make = [](DType dtype) {
+    manual_seed(5);
+    auto m = std::make_shared<nn::Sequential>();
+    m->push_back(std::make_shared<nn::Linear>(6, 16));
+    m->push_back(std::make_shared<nn::GELU>());
+    m->push_back(std::make_shared<nn::LayerNorm>(std::vector<int64_t>{16}));
+    m->push_back(std::make_shared<nn::Linear>(16, 3));
+    m->to(dtype);
+    m->train();
+    return m;
+  };
+  auto net = make(DType::f32), eager = make(DType::f32), ref = make(DType::f64);
+  auto f = compile(*net);
+  for (int call = 0; call < 3; ++call) {
+    INFO("call " << call);
+    manual_seed(40 + static_cast<uint64_t>(call));
+    const Tensor x = randn({5, 6}), w = randn({5, 3});
+    // The input requires grad too: its gradient flows out of the compiled backward.
+    const Tensor xc = x.clone().requires_grad_(), xe = x.clone().requires_grad_(),
+                 xr = x.to(DType::f64).requires_grad_();
+    const Tensor y = f(xc);
+    REQUIRE(autograd::grad_fn_name(y) == "CompiledFunctionBackward");
+    (y * w).sum().backward();
+    (eager->forward(xe) * w).sum().backward();
+    (ref->forward(xr) * w.to(DType::f64)).sum().backward();
+    require_close(xc.grad(), xe.grad(), xr.grad());
+    const std::vector<Tensor> p = net->parameters(), pe = eager->parameters(),
+                              pr = ref->parameters();
+    for (size_t k = 0; k < p.size(); ++k) {
+      INFO("parameter " << k);
+      require_close(p[k].grad(), pe[k].grad(), pr[k].grad());
+    }
+    // The saved tensors are released by the backward, as eagerly.
+    CHECK_THROWS_WITH(y.sum().backward(), Catch::Contains("second time"));
+    net->zero_grad();
+    eager->zero_grad();
+    ref->zero_grad();
+  }
+  CHECK(f.stats().replays == 2);
+  // Under no_grad (inference), no backward: the results carry no history.
+  const NoGradGuard no_grad;
+  CHECK_FALSE(f(ones({2, 6})).requires_grad());
+}
+
+TEST_CASE("train: backward through a compiled function's forward says it is not built", "[train]") {
+  // A function (not a module in train mode) gets no compiled backward.
   nn::Linear lin(4, 3);
-  auto f = compile(lin);
+  auto f = compile([&](const Tensor& x) { return lin.forward(x); });
   const Tensor y = f(ones({2, 4}));
   REQUIRE(y.requires_grad());
   CHECK_THROWS_WITH(y.sum().backward(), Catch::Contains("gradients through a compiled forward"));
