@@ -772,7 +772,7 @@ public:
         "(forward, loss, backward() and the optimizer's step) as one function, or run the "
         "forward eagerly");
   }
-  std::string name() const override { return "CompiledFunctionBackward"; }
+  std::string name() const override { return "CompiledFunctionUnbuiltBackward"; }
 };
 
 } // namespace

@@ -140,7 +140,7 @@ Instance module_instance(std::shared_ptr<nn::Module> m, Tensor x, Device device,
 /// One training step of a zoo model on its task's first batch (models/train.h): zero_grad,
 /// forward, loss, backward, AdamW's step; compiled as one function. The eager and compiled
 /// calls train the same model and optimizer in turn (each call is a full step either way).
-Instance train_instance(const std::string& model, Device device) {
+Instance train_instance(const std::string& model, Device device, bool compile_module = false) {
   struct State {
     const zoo::TrainTask* task;
     std::shared_ptr<nn::Module> net;
@@ -162,6 +162,22 @@ Instance train_instance(const std::string& model, Device device) {
     const AutoGradMode grad(true);
     (void)zoo::train_step(*s->net, *s->opt, *s->task, s->x, s->y);
   };
+  if (compile_module) {
+    // The module compiled (forward and compiled backward); loss, backward() and the optimizer
+    // eager around it.
+    in.compile = [s](const CompileOptions& o) {
+      auto fwd = std::make_shared<decltype(kiln::compile(*s->net, o))>(kiln::compile(*s->net, o));
+      return Instance::Compiled{[fwd, s] {
+                                  const AutoGradMode grad(true);
+                                  s->opt->zero_grad();
+                                  Tensor loss = s->task->loss((*fwd)(s->x), s->y);
+                                  loss.backward();
+                                  s->opt->step();
+                                },
+                                [fwd] { return fwd->stats(); }};
+    };
+    return in;
+  }
   in.compile = [s](const CompileOptions& o) {
     auto step = [s](const Tensor& a, const Tensor& b) {
       return zoo::train_step(*s->net, *s->opt, *s->task, a, b);
@@ -298,6 +314,10 @@ std::vector<Workload> workloads() {
                "one AdamW training step of the zoo's gpt, 16 sequences of 15 tokens (kiln train "
                "gpt's sorting task)",
                Bound::mixed, 0, [](Device d) { return train_instance("gpt", d); }});
+  w.push_back({"train-gpt-m",
+               "train-gpt with only the module compiled (forward and compiled backward); "
+               "loss, backward() and AdamW eager",
+               Bound::mixed, 0, [](Device d) { return train_instance("gpt", d, true); }});
   return w;
 }
 
