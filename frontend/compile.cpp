@@ -288,12 +288,8 @@ struct CompiledFunction::State {
     }
     // The gradients the call replaces without reading them are dropped before it runs, as the
     // traced code dropped them (zero_grad): the old and new ones are not held together.
-    for (const frontend::TraceSession::Replay::GradWrite& w : r.grad_writes) {
-      const bool read = std::any_of(r.grad_reads.begin(), r.grad_reads.end(), [&](const auto& g) {
-        return g.slot.leaf == w.slot.leaf && (w.slot.leaf || g.slot.argument == w.slot.argument);
-      });
-      if (!read) grad_slot(w.slot, args, e).set_grad(Tensor());
-    }
+    for (const frontend::TraceSession::Replay::GradWrite& w : r.grad_writes)
+      if (!w.read) grad_slot(w.slot, args, e).set_grad(Tensor());
     std::vector<Tensor> outs;
     // Static plans are host plans: a device plan runs as a Plan.
     if (r.compiled && static_plans() && !e.no_static_plan && r.compiled->plan.device().is_cpu()) {

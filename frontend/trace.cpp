@@ -479,7 +479,7 @@ void TraceSession::cut(std::vector<Tensor>* results) {
       if (!slot.written) continue;
       std::shared_ptr<TensorImpl> now = slot.ref.leaf ? slot.ref.leaf->grad : slot.last;
       if (now == slot.initial) continue; // left as it was (or written in place)
-      grad_writes.push_back({slot.ref, -1});
+      grad_writes.push_back({slot.ref, -1, slot.read_first});
       if (!now) continue;
       accounted.insert(now.get());
       const Plan p = plan(now);

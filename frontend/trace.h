@@ -140,6 +140,8 @@ public:
     struct GradWrite {
       GradSlotRef slot;
       int64_t output = -1;
+      bool read =
+          false; // also read first (a GradRead): it keeps its gradient while the run reads it
     };
     std::vector<GradRead> grad_reads;
     std::vector<GradWrite> grad_writes;
