@@ -198,11 +198,14 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs, std::span<const Te
   };
   for (const auto& [s, t] : constants_)
     slots[s] = t;
+  // CPU scalars moved to the device, (slot, input): a write to one lands in the caller's.
+  std::vector<std::pair<size_t, size_t>> moved;
   for (auto [s, k] : inputs_) {
     KILN_CHECK(k < inputs.size() && inputs[k].defined(), "plan: input ", k,
                " of a compiled graph is unbound (", inputs.size(), " given)");
     if (inputs[k].device() != device_ && inputs[k].dim() == 0) { // a CPU scalar moves
       slots[s] = inputs[k].to(device_);
+      moved.emplace_back(s, k);
       continue;
     }
     KILN_CHECK(inputs[k].device() == device_, "plan: input ", k, " is on ", inputs[k].device(),
@@ -276,6 +279,14 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs, std::span<const Te
   for (size_t s : outputs_)
     out.push_back(slots[s]);
   apply_writes(slots);
+  // A write to a moved scalar (a step count kept on the CPU) went to its device copy: it
+  // goes on to the caller's tensor, or the next run would read the old value.
+  for (const Write& w : writes_)
+    for (auto [s, k] : moved)
+      if (w.target == s) {
+        Tensor target = inputs[k];
+        target.copy_(slots[s].to(target.device()));
+      }
   return out;
 }
 

@@ -253,20 +253,26 @@ double CosineAnnealingLR::lr_at(double base, int64_t epoch) const {
 
 namespace kiln::nn::utils {
 
-double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
+TotalNorm::operator double() const { return norm_.defined() ? norm_.item<double>() : 0.0; }
+
+TotalNorm clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   const NoGradGuard no_grad;
-  double total = 0;
+  // Tensors throughout (as torch's foreach path): nothing is read on the host, so the
+  // clipping traces into a compiled step without a break. The sum is taken in f64.
+  Tensor total;
   for (const Tensor& p : params)
     if (p.grad().defined()) {
       const Tensor g = p.grad().to(DType::f64);
-      total += (g * g).sum().item<double>();
+      const Tensor sq = (g * g).sum();
+      total = total.defined() ? total + sq : sq;
     }
-  const double norm = std::sqrt(total);
-  const double coef = max_norm / (norm + 1e-6);
-  if (coef < 1)
-    for (const Tensor& p : params)
-      if (p.grad().defined()) p.grad().mul_(coef);
-  return norm;
+  if (!total.defined()) return TotalNorm(Tensor());
+  const Tensor norm = sqrt(total);
+  // max_norm / (norm + 1e-6), at most 1: gradients under the bound are multiplied by 1.
+  const Tensor coef = clamp(max_norm / (norm + 1e-6), std::nullopt, 1.0);
+  for (const Tensor& p : params)
+    if (p.grad().defined()) p.grad().mul_(coef);
+  return TotalNorm(norm);
 }
 
 } // namespace kiln::nn::utils

@@ -163,8 +163,24 @@ private:
 
 namespace kiln::nn::utils {
 
+/// The joint gradient norm clip_grad_norm_ returns: a 0-d f64 tensor, read on the host only
+/// when converted to a double (`double n = clip_grad_norm_(...)`, as libtorch returns it).
+/// Unread, nothing waits for it, and inside a compiled step it is no graph break.
+class TotalNorm {
+public:
+  explicit TotalNorm(Tensor norm) : norm_(std::move(norm)) {}
+  /// The norm's value (0 when no parameter has a gradient); a host read.
+  operator double() const; // NOLINT(google-explicit-constructor): libtorch returns a double
+  /// The norm as a 0-d f64 tensor (undefined when no parameter has a gradient).
+  const Tensor& tensor() const { return norm_; }
+
+private:
+  Tensor norm_;
+};
+
 /// Scales the gradients of `params` so that their joint 2-norm is at most max_norm (by
-/// max_norm / (norm + 1e-6), as PyTorch); returns the norm before clipping.
-double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
+/// max_norm / (norm + 1e-6) clamped to 1, as PyTorch), without reading anything on the host;
+/// returns the norm before clipping.
+TotalNorm clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
 
 } // namespace kiln::nn::utils

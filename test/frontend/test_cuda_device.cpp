@@ -9,6 +9,8 @@
 #include "models/zoo.h"
 #include "runtime/cuda/blas.h"
 #include "runtime/cuda/device.h"
+#include "runtime/grad_mode.h"
+#include "runtime/optim/optim.h"
 #include "runtime/random.h"
 
 using namespace kiln;
@@ -440,4 +442,50 @@ TEST_CASE("cuda device: ops without a lowering run as library kernels, giving th
         gather(a, 1, tensor(std::vector<int64_t>{0, -1, 2, 0}).view({4, 1}).to(kCuda)),
         Catch::Contains("gather") && Catch::Contains("index -1 is out of range"));
   }
+}
+
+TEST_CASE("cuda device: a compiled AdamW step follows CPU eager step by step", "[cuda]") {
+  if (!have_device()) return;
+  // Adam's step counts stay CPU scalars (as in torch.optim): a replay on the device reads a
+  // moved copy, and its increment must reach the CPU tensor, or every later step would apply
+  // the second step's bias corrections.
+  struct Net {
+    std::vector<Tensor> params; // w1 [12, 24], b1 [24], w2 [24, 5], b2 [5]
+    Net(DType dtype, Device device) {
+      manual_seed(9);
+      for (const Shape& s : {Shape{12, 24}, Shape{24}, Shape{24, 5}, Shape{5}})
+        params.push_back((randn(s) * 0.3).to(dtype).to(device).requires_grad_());
+    }
+    Tensor forward(const Tensor& x) const {
+      return matmul(relu(matmul(x, params[0]) + params[1]), params[2]) + params[3];
+    }
+  };
+  auto train_step = [](Net& net, optim::AdamW& opt, const Tensor& x, const Tensor& y) {
+    opt.zero_grad();
+    Tensor loss = cross_entropy(net.forward(x), y);
+    loss.backward();
+    opt.step();
+    return loss;
+  };
+  const optim::AdamWOptions opts{.lr = 2e-2, .weight_decay = 0.1};
+  Net net(DType::f32, kCuda), eager(DType::f32, Device::cpu()), ref(DType::f64, Device::cpu());
+  optim::AdamW opt(net.params, opts), eager_opt(eager.params, opts), ref_opt(ref.params, opts);
+  auto step = compile([&](const Tensor& x, const Tensor& y) { return train_step(net, opt, x, y); });
+  const AutoGradMode grad(true);
+  for (int s = 0; s < 6; ++s) {
+    INFO("step " << s);
+    manual_seed(200 + static_cast<uint64_t>(s));
+    const Tensor x = randn({10, 12}), y = randint(0, 5, {10});
+    const Tensor loss = step(x.to(kCuda), y.to(kCuda));
+    const Tensor want = train_step(eager, eager_opt, x, y);
+    const Tensor want64 = train_step(ref, ref_opt, x.to(DType::f64), y);
+    KILN_REQUIRE_ACCURATE(host(loss), want, want64);
+    for (size_t k = 0; k < net.params.size(); ++k) {
+      INFO("parameter " << k);
+      CHECK(net.params[k].device() == kCuda);
+      KILN_REQUIRE_ACCURATE(host(net.params[k]), eager.params[k], ref.params[k]);
+    }
+  }
+  CHECK(step.stats().replays >= 3);
+  CHECK(step.stats().breaks == 0);
 }

@@ -134,6 +134,53 @@ TEST_CASE("train: a compiled SGD step with momentum and gradients zeroed in plac
              Catch::Contains("gradient of") && Catch::Contains("defined became none"));
 }
 
+TEST_CASE("train: gradient clipping inside a compiled step is no graph break", "[train]") {
+  Net net(DType::f32), eager(DType::f32), ref(DType::f64);
+  auto opts = optim::SGDOptions{.lr = 0.1, .momentum = 0.5};
+  optim::SGD opt(net.params, opts), eager_opt(eager.params, opts), ref_opt(ref.params, opts);
+  // Steps alternate a bound the gradients exceed (they are scaled) with one they stay under
+  // (multiplied by 1): the clamp is in the graph, not decided on the host at tracing.
+  auto clip_step = [](Net& n, optim::SGD& o, const Tensor& x, const Tensor& y, double max_norm) {
+    o.zero_grad();
+    Tensor loss = cross_entropy(n.forward(x), y);
+    loss.backward();
+    const Tensor norm = nn::utils::clip_grad_norm_(n.params, max_norm).tensor();
+    o.step();
+    return std::vector<Tensor>{loss, norm};
+  };
+  auto small = compile([&](const Tensor& x, const Tensor& y) {
+    return clip_step(net, opt, x, y, 0.05);
+  });
+  auto large = compile([&](const Tensor& x, const Tensor& y) {
+    return clip_step(net, opt, x, y, 100.0);
+  });
+  bool clipped = false, unclipped = false;
+  for (int s = 0; s < 8; ++s) {
+    INFO("step " << s);
+    const Data d = batch(s, DType::f32);
+    const double max_norm = s % 2 == 0 ? 0.05 : 100.0;
+    const std::vector<Tensor> got = s % 2 == 0 ? small(d.x, d.y) : large(d.x, d.y);
+    const std::vector<Tensor> want = clip_step(eager, eager_opt, d.x, d.y, max_norm);
+    const std::vector<Tensor> want64 =
+        clip_step(ref, ref_opt, d.x.to(DType::f64), d.y, max_norm);
+    require_close(got[0], want[0], want64[0]);
+    // The norm is summed in f64 of f32 gradients: compared at the gradients' precision.
+    require_close(got[1].to(DType::f32), want[1].to(DType::f32), want64[1]);
+    (got[1].item<double>() > max_norm ? clipped : unclipped) = true;
+    for (size_t k = 0; k < net.params.size(); ++k) {
+      INFO("parameter " << k);
+      require_close(net.params[k].grad(), eager.params[k].grad(), ref.params[k].grad());
+      require_close(net.params[k], eager.params[k], ref.params[k]);
+    }
+  }
+  CHECK(clipped);
+  CHECK(unclipped);
+  for (const CompileStats& st : {small.stats(), large.stats()}) {
+    CHECK(st.breaks == 0);
+    CHECK(st.replays >= 2);
+  }
+}
+
 TEST_CASE("train: gradients accumulate across compiled calls as eagerly", "[train]") {
   // No zero_grad: each call adds its gradient to the slot's, which the replay must read.
   Net net(DType::f32), eager(DType::f32), ref(DType::f64);
