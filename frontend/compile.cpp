@@ -301,7 +301,12 @@ struct CompiledFunction::State {
         so.time = options.profile;
         e.fixed = StaticPlan::build(r.compiled->plan, inputs, so, outs);
         e.no_static_plan = e.fixed == nullptr;
-        if (e.fixed) ++stats.static_plans;
+        if (e.fixed) {
+          ++stats.static_plans;
+          const StaticPlan::Summary& sum = e.fixed->summary();
+          stats.static_plan_bytes +=
+              static_cast<int64_t>(sum.arena_bytes + sum.scratch_bytes + sum.static_output_bytes);
+        }
         if (wants("lower"))
           std::cerr << "[kiln lower] static plan: "
                     << (e.fixed ? e.fixed->summary().str()

@@ -181,8 +181,9 @@ std::shared_ptr<TraceSession::Base> TraceSession::capture(const Tensor& t) {
                          name != names_.end() ? name->second : "");
   if (auto g = grad_values_.find(key); g != grad_values_.end()) {
     // A gradient read from its slot: a replay binds what the slot then holds.
-    const GradSlotRef& slot = grad_slots_[g->second].ref;
-    s.bindings.push_back({InputBinding::Kind::grad, slot.argument, slot.leaf, in->name()});
+    GradSlot& slot = grad_slots_[g->second];
+    slot.bound = true;
+    s.bindings.push_back({InputBinding::Kind::grad, slot.ref.argument, slot.ref.leaf, in->name()});
   } else {
     s.bindings.push_back({InputBinding::Kind::captured, 0, t.impl_ptr(), in->name()});
   }
@@ -479,7 +480,7 @@ void TraceSession::cut(std::vector<Tensor>* results) {
       if (!slot.written) continue;
       std::shared_ptr<TensorImpl> now = slot.ref.leaf ? slot.ref.leaf->grad : slot.last;
       if (now == slot.initial) continue; // left as it was (or written in place)
-      grad_writes.push_back({slot.ref, -1, slot.read_first});
+      grad_writes.push_back({slot.ref, -1, slot.bound});
       if (!now) continue;
       accounted.insert(now.get());
       const Plan p = plan(now);

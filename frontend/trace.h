@@ -140,8 +140,9 @@ public:
     struct GradWrite {
       GradSlotRef slot;
       int64_t output = -1;
-      bool read =
-          false; // also read first (a GradRead): it keeps its gradient while the run reads it
+      /// Its old value is a graph input (Kind::grad): the slot keeps it while the run reads
+      /// it. Otherwise a replay drops it first, as the traced code did.
+      bool read = false;
     };
     std::vector<GradRead> grad_reads;
     std::vector<GradWrite> grad_writes;
@@ -176,6 +177,9 @@ private:
     std::shared_ptr<TensorImpl> last;    // an argument's: what it held when the code returned
     bool read_first = false;             // read before any write
     bool written = false;
+    /// The value it held was captured (a graph input bound from the slot), not only looked
+    /// at (zero_grad's defined() test).
+    bool bound = false;
   };
   GradSlot* slot_of(const Tensor& t);
   /// Strips the autograd history recorded while tracing from the results (its saved

@@ -115,6 +115,7 @@ public:
     case Op::view: return simplify_view(n);
     case Op::expand: return same_type_and_sizes(n, n->input(0));
     case Op::max_pool2d: return simplify_max_pool(n);
+    case Op::copy: return simplify_copy(n);
     default: return nullptr;
     }
   }
@@ -173,6 +174,16 @@ private:
     const ir::Node* inner = n->input(0)->producer();
     if (!inner || inner->op() != Op::neg) return nullptr;
     return same_type(n, inner->input(0));
+  }
+
+  /// copy(x) -> x when nothing but the copy can see x's buffer: x is a fresh result of this
+  /// graph (not an input, a constant or a view) whose one use is the copy, and has its type.
+  /// Autograd's first gradient of a leaf is such a copy (the engine clones what the backward
+  /// computed into .grad()).
+  ir::Value* simplify_copy(const ir::Node* n) const {
+    ir::Value* x = n->input(0);
+    if (x->is_input() || storage_root(x) != x || x->uses().size() != 1) return nullptr;
+    return fresh(n, same_type(n, x));
   }
 
   ir::Value* simplify_permute(ir::Node* n) {

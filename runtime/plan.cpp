@@ -165,6 +165,11 @@ void Plan::set_in_place_writes(std::vector<std::pair<size_t, size_t>> source_tar
     into_input_.at(source) = static_cast<int64_t>(target);
 }
 
+bool Plan::holds_result(const Tensor& t, IntList sizes, IntList strides, DType dtype) {
+  return t.defined() && t.dtype() == dtype && t.sizes() == Shape(sizes.begin(), sizes.end()) &&
+         t.is_contiguous() && (strides.empty() || is_contiguous(sizes, strides));
+}
+
 std::vector<Tensor> Plan::run(std::span<const Tensor> inputs, std::span<const Tensor> into) const {
   TracerScope untraced(nullptr);
   std::vector<Tensor> slots(num_slots_);
@@ -175,11 +180,7 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs, std::span<const Te
     for (size_t k = 0; k < outputs_.size() && k < into.size(); ++k)
       if (into[k].defined() && target[outputs_[k]] == nullptr) target[outputs_[k]] = &into[k];
   }
-  // Whether tensor t can hold a result of these sizes, strides and dtype as a kernel writes it.
-  auto fits = [](const Tensor& t, IntList sizes, IntList strides, DType dtype) {
-    return t.defined() && t.dtype() == dtype && t.sizes() == Shape(sizes.begin(), sizes.end()) &&
-           t.is_contiguous() && (strides.empty() || is_contiguous(sizes, strides));
-  };
+  const auto fits = &Plan::holds_result;
   // A fresh result of these sizes, strides and dtype for slot s: the caller's buffer when it
   // has that geometry, else a new tensor.
   auto fresh = [&](size_t s, IntList sizes, IntList strides, DType dtype) {
@@ -232,7 +233,7 @@ std::vector<Tensor> Plan::run(std::span<const Tensor> inputs, std::span<const Te
       for (size_t i = 0; i < st.results.size(); ++i) {
         const size_t r = st.results[i];
         const auto& o = k.outputs[i];
-        const int64_t in = into_input_.empty() ? -1 : into_input_[r];
+        const int64_t in = in_place_target(r);
         if (in >= 0 && fits(slots[static_cast<size_t>(in)], o.sizes, o.strides, o.dtype))
           slots[r] = slots[static_cast<size_t>(in)]; // a write computed in place
         else

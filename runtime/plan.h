@@ -101,6 +101,14 @@ public:
   /// optimizer's update of its parameters and state needs no second copy of them this way.
   void set_in_place_writes(std::vector<std::pair<size_t, size_t>> source_target);
   std::span<const std::pair<size_t, size_t>> in_place_writes() const { return in_place_; }
+  /// The input slot a kernel result is computed into (set_in_place_writes), or -1. It is, on
+  /// a run, when that input can hold the result (holds_result).
+  int64_t in_place_target(size_t result) const {
+    return into_input_.empty() ? -1 : into_input_.at(result);
+  }
+  /// Whether t can hold a kernel result of these sizes, strides (dense; empty: contiguous)
+  /// and dtype: a contiguous tensor of them.
+  static bool holds_result(const Tensor& t, IntList sizes, IntList strides, DType dtype);
 
   /// Slot s holds `value` in every run.
   void bind_constant(size_t slot, Tensor value);

@@ -128,8 +128,21 @@ std::unique_ptr<StaticPlan> StaticPlan::build(const Plan& plan, std::span<const 
       const Plan::KernelCall& k = plan.kernels()[static_cast<size_t>(st.kernel)];
       bool empty = true;
       for (size_t i = 0; i < st.results.size(); ++i) {
-        result(st.results[i], k.outputs[i].sizes, k.outputs[i].strides, k.outputs[i].dtype);
-        empty = empty && t[st.results[i]].numel() == 0;
+        const size_t r = st.results[i];
+        const auto& o = k.outputs[i];
+        // A write computed in place (Plan::set_in_place_writes): the result is the target
+        // input's buffer on every run, as the inputs keep this run's geometry.
+        const int64_t in = plan.in_place_target(r);
+        if (in >= 0 && p.slots_[static_cast<size_t>(in)].source == Source::input &&
+            Plan::holds_result(t[static_cast<size_t>(in)], o.sizes, o.strides, o.dtype)) {
+          p.slots_[r].source = Source::input;
+          p.slots_[r].input = p.slots_[static_cast<size_t>(in)].input;
+          p.in_place_.push_back(r);
+          t[r] = t[static_cast<size_t>(in)];
+        } else {
+          result(r, o.sizes, o.strides, o.dtype);
+        }
+        empty = empty && t[r].numel() == 0;
       }
       step.kind = Kind::kernel;
       step.skip = k.rows == 0 || empty;
@@ -239,6 +252,11 @@ void StaticPlan::bind(std::span<const Tensor> inputs) {
     KILN_ASSERT(k < inputs.size() && inputs[k].defined(), "static plan: input ", k, " unbound");
     address_[s] = address_of(inputs[k]);
     if (slots_[s].needs_tensor) tensors_[s] = inputs[k];
+  }
+  for (size_t s : in_place_) { // results computed into an input's buffer
+    const Tensor& in = inputs[slots_[s].input];
+    address_[s] = address_of(in);
+    if (slots_[s].needs_tensor) tensors_[s] = in;
   }
 }
 

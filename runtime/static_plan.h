@@ -78,6 +78,7 @@ public:
 
 private:
   StaticPlan(const Plan& plan, Options options);
+  /// input: the caller's input `input` (or a kernel result computed into its buffer).
   enum class Source : uint8_t { unused, input, fixed, fresh, view, tensor };
   struct Slot {
     Source source = Source::unused;
@@ -117,6 +118,7 @@ private:
   std::shared_ptr<Storage> scratch_; // the library calls' scratch memory, shared
   std::vector<Slot> slots_;
   std::vector<Step> steps_;
+  std::vector<size_t> in_place_; // kernel results computed into an input's buffer (Source::input)
   // Per run (kept between runs so that a run allocates nothing):
   std::vector<char*> address_;   // per slot
   std::vector<Tensor> tensors_;  // per slot, where a Tensor is needed

@@ -51,7 +51,8 @@ constexpr const char* kUsage =
     "  oneDNN (attention's over every key: the causal mask lets kiln skip some; timed\n"
     "  interleaved with them, as the row onednn-alone). With no\n"
     "  workload, runs them all. A MODEL (see `kiln zoo`) runs on its default input. The\n"
-    "  models' rows also give the peak CPU memory of one call (beyond what was live before).\n"
+    "  models' rows also give the peak CPU memory of one call (beyond what was live before,\n"
+    "  right after a call of the same mode) and the memory static plans hold between calls.\n"
     "  --modes M,...     compiled modes: default, reduce_overhead, max_autotune (default:\n"
     "                    default); eager always runs, as the baseline\n"
     "  --reps N          timed repetitions per mode (default 10)\n"
@@ -469,9 +470,12 @@ std::vector<Row> run_workload(const Workload& w, const BenchOptions& o, Progress
       calls[k]();
       if (i == 0) first[k] = ms_since(b);
     }
-  // Peak memory of one call each (after warm-up: plans and caches already built).
+  // Peak memory of one call each (after warm-up: plans and caches already built), right
+  // after a call of its own: what is live before it is then its own state (the gradients a
+  // training step replaces are its own, not another mode's).
   std::vector<size_t> peak(calls.size(), 0);
   for (size_t k = 0; k < calls.size() && device.is_cpu(); ++k) {
+    calls[k]();
     const size_t live = cpu_memory_stats().allocated;
     reset_cpu_peak_memory();
     calls[k]();
@@ -866,9 +870,12 @@ int bench_main(std::span<const std::string_view> args) {
     } else if (current->bound == Bound::overhead) {
       ref << std::fixed << std::setprecision(1) << r.t.median * 1000 << " us per call";
     }
-    if (current->bound == Bound::mixed)
+    if (current->bound == Bound::mixed) {
       ref << (ref.tellp() > 0 ? ", " : "") << "peak " << std::fixed << std::setprecision(1)
           << double(r.peak_bytes) / (1 << 20) << " MiB";
+      if (r.stats.static_plan_bytes > 0) // held between calls, so not in the call's peak
+        ref << " + " << double(r.stats.static_plan_bytes) / (1 << 20) << " MiB static plans";
+    }
     if (r.mode != "eager" && r.mode != "onednn-alone")
       ref << (ref.tellp() > 0 ? ", " : "") << "kernels " << r.stats.kernels << " ("
           << r.stats.generated_kernels << " generated)";
@@ -955,7 +962,9 @@ int bench_main(std::span<const std::string_view> args) {
          << ", \"median_ms\": " << num(r.t.median) << ", \"min_ms\": " << num(r.t.min)
          << ", \"max_ms\": " << num(r.t.max) << ", \"reps\": " << r.t.count
          << ", \"first_call_ms\": " << num(r.first_call_ms) << ", \"bytes\": " << num(r.bytes)
-         << ", \"peak_bytes\": " << r.peak_bytes << ", \"kernels\": " << r.stats.kernels;
+         << ", \"peak_bytes\": " << r.peak_bytes
+         << ", \"static_plan_bytes\": " << r.stats.static_plan_bytes
+         << ", \"kernels\": " << r.stats.kernels;
       if (r.profile.calls > 0) {
         const double n = static_cast<double>(r.profile.calls) * 1000;
         js << ", \"replay_us\": {\"guards\": " << num(r.profile.guards_ns / n)

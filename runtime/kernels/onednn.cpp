@@ -120,6 +120,26 @@ dnnl::memory packed_weights(const std::shared_ptr<Storage>& storage, const dnnl:
   return mine;
 }
 
+/// Packs `user` again into `buffer`, its packed copy of an older version, when nothing but
+/// the caller and the cache holds that buffer; false (nothing done) otherwise.
+bool repack_in_place(const std::shared_ptr<Storage>& storage, const dnnl::memory& user,
+                     const dnnl::memory::desc& md, dnnl::stream& stream,
+                     const std::shared_ptr<Storage>& buffer) {
+  std::lock_guard<std::mutex> lock(g_packed_mu);
+  auto it = g_packed.find(user.get_data_handle());
+  if (it == g_packed.end() || buffer.use_count() != 2) return false;
+  for (PackedWeights& p : it->second)
+    if (p.buffer == buffer && p.storage.lock() == storage && p.user == user.get_desc() &&
+        p.packed == md) {
+      dnnl::memory mine(md, onednn_engine(), buffer->data());
+      dnnl::reorder(user, mine).execute(stream, const_cast<dnnl::memory&>(user), mine);
+      stream.wait();
+      p.version = storage->version();
+      return true;
+    }
+  return false;
+}
+
 } // namespace
 
 size_t onednn_packed_weights() {
@@ -173,6 +193,7 @@ public:
         weights_user_ = user;
         weights_md_ = md;
         it->second = packed_weights(weights_, user, md, stream_, buffers_);
+        weights_buffer_ = buffers_.size() - 1;
         weights_version_ = weights_->version();
         continue;
       }
@@ -196,14 +217,22 @@ public:
 
   void run() {
     if (weights_ != nullptr && weights_->version() != weights_version_) {
-      // The parameter was written in place since it was packed: pack it again.
-      dnnl::memory packed = packed_weights(weights_, weights_user_, weights_md_, stream_, buffers_);
+      // The parameter was written in place since it was packed (a training step's update):
+      // pack it again, into the same buffer when no one else uses that copy, else into a new
+      // one that replaces it here (kept too, the copies would grow by one per update).
       weights_version_ = weights_->version();
-      for (size_t k = 0; k < args_.size(); ++k)
-        if (args_[k].first == DNNL_ARG_WEIGHTS) {
-          args_[k].second = packed;
-          c_args_[k].memory = packed.get();
-        }
+      if (!repack_in_place(weights_, weights_user_, weights_md_, stream_,
+                           buffers_[weights_buffer_])) {
+        std::vector<std::shared_ptr<Storage>> repacked;
+        dnnl::memory packed =
+            packed_weights(weights_, weights_user_, weights_md_, stream_, repacked);
+        buffers_[weights_buffer_] = std::move(repacked.back());
+        for (size_t k = 0; k < args_.size(); ++k)
+          if (args_[k].first == DNNL_ARG_WEIGHTS) {
+            args_[k].second = packed;
+            c_args_[k].memory = packed.get();
+          }
+      }
     }
     InLibrary inside;
     for (Reorder& r : before_)
@@ -256,6 +285,7 @@ private:
   dnnl::memory weights_user_;
   dnnl::memory::desc weights_md_;
   uint64_t weights_version_ = 0;
+  size_t weights_buffer_ = 0; // the packed copy's place in buffers_
 };
 
 /// Where onednn_execute hands its executions while a library call is recorded.

@@ -8,6 +8,7 @@
 
 #include "frontend/frontend_testing.h"
 #include "models/train.h"
+#include "runtime/allocator.h"
 #include "runtime/optim/optim.h"
 
 using namespace kiln;
@@ -60,10 +61,19 @@ void require_close(const Tensor& got, const Tensor& eager, const Tensor& referen
 } // namespace
 
 TEST_CASE("train: a compiled AdamW step follows the eager one step by step", "[train]") {
+  const Mode mode = GENERATE(Mode::default_, Mode::reduce_overhead);
+  INFO("mode " << mode_name(mode));
   Net net(DType::f32), eager(DType::f32), ref(DType::f64);
   auto opts = optim::AdamWOptions{.lr = 1e-2, .weight_decay = 0.1};
   optim::AdamW opt(net.params, opts), eager_opt(eager.params, opts), ref_opt(ref.params, opts);
-  auto step = compile([&](const Tensor& x, const Tensor& y) { return train_step(net, opt, x, y); });
+  CompileOptions co;
+  co.mode = mode;
+  auto step =
+      compile([&](const Tensor& x, const Tensor& y) { return train_step(net, opt, x, y); }, co);
+  // The update is computed into the parameters' own buffers: references stay valid.
+  std::vector<const void*> buffers;
+  for (const Tensor& p : net.params)
+    buffers.push_back(p.raw_data());
   const int steps = 12;
   for (int s = 0; s < steps; ++s) {
     INFO("step " << s);
@@ -78,9 +88,11 @@ TEST_CASE("train: a compiled AdamW step follows the eager one step by step", "[t
       // The gradients a replay leaves in the slots are this call's.
       REQUIRE(net.params[k].grad().defined());
       require_close(net.params[k].grad(), eager.params[k].grad(), ref.params[k].grad());
+      CHECK(net.params[k].raw_data() == buffers[k]);
     }
   }
   const CompileStats st = step.stats();
+  CHECK(st.static_plans == (mode == Mode::reduce_overhead ? 1 : 0));
   CHECK(st.breaks == 0);
   // The first call makes the optimizer's state (host state a replay can't make), so the
   // second is traced again; every later call replays.
@@ -148,12 +160,10 @@ TEST_CASE("train: gradient clipping inside a compiled step is no graph break", "
     o.step();
     return std::vector<Tensor>{loss, norm};
   };
-  auto small = compile([&](const Tensor& x, const Tensor& y) {
-    return clip_step(net, opt, x, y, 0.05);
-  });
-  auto large = compile([&](const Tensor& x, const Tensor& y) {
-    return clip_step(net, opt, x, y, 100.0);
-  });
+  auto small =
+      compile([&](const Tensor& x, const Tensor& y) { return clip_step(net, opt, x, y, 0.05); });
+  auto large =
+      compile([&](const Tensor& x, const Tensor& y) { return clip_step(net, opt, x, y, 100.0); });
   bool clipped = false, unclipped = false;
   for (int s = 0; s < 8; ++s) {
     INFO("step " << s);
@@ -161,8 +171,7 @@ TEST_CASE("train: gradient clipping inside a compiled step is no graph break", "
     const double max_norm = s % 2 == 0 ? 0.05 : 100.0;
     const std::vector<Tensor> got = s % 2 == 0 ? small(d.x, d.y) : large(d.x, d.y);
     const std::vector<Tensor> want = clip_step(eager, eager_opt, d.x, d.y, max_norm);
-    const std::vector<Tensor> want64 =
-        clip_step(ref, ref_opt, d.x.to(DType::f64), d.y, max_norm);
+    const std::vector<Tensor> want64 = clip_step(ref, ref_opt, d.x.to(DType::f64), d.y, max_norm);
     require_close(got[0], want[0], want64[0]);
     // The norm is summed in f64 of f32 gradients: compared at the gradients' precision.
     require_close(got[1].to(DType::f32), want[1].to(DType::f32), want64[1]);
@@ -308,6 +317,37 @@ TEST_CASE("train: a module compiled in train mode gets a compiled backward", "[t
   // Under no_grad (inference), no backward: the results carry no history.
   const NoGradGuard no_grad;
   CHECK_FALSE(f(ones({2, 6})).requires_grad());
+}
+
+TEST_CASE("train: a reduce_overhead step updates the parameters and state in their buffers",
+          "[train]") {
+  const zoo::TrainTask& task = zoo::train_task("mlp");
+  std::shared_ptr<nn::Module> net = task.make(0, DType::f32);
+  std::unique_ptr<optim::Optimizer> opt = zoo::make_optimizer("adamw", net->parameters(), 1e-3);
+  CompileOptions co;
+  co.mode = Mode::reduce_overhead;
+  auto step = compile(
+      [&](const Tensor& x, const Tensor& y) { return zoo::train_step(*net, *opt, task, x, y); },
+      co);
+  const auto [x, y] = task.batch(0, DType::f32);
+  for (int i = 0; i < 4; ++i) // trace (makes the state), trace, replay (builds the plan), plan
+    (void)step(x, y);
+  REQUIRE(step.stats().static_plans == 1);
+  size_t param_bytes = 0;
+  for (const Tensor& p : net->parameters())
+    param_bytes += static_cast<size_t>(p.numel()) * 4;
+  // A replay drops the old gradients and makes new ones, and writes the parameters and both
+  // moments where they are: it needs little beyond what was live before it (measured: one
+  // buffer of the largest weight's size). A plan that made the updates as fresh tensors and
+  // copied them back would need three times the parameters; one that kept the old gradients
+  // through the run, or a new packed copy of each weight per step, once more.
+  const size_t live = cpu_memory_stats().allocated;
+  reset_cpu_peak_memory();
+  (void)step(x, y);
+  const size_t extra = cpu_memory_stats().peak_allocated - live;
+  INFO("extra " << extra << " bytes, parameters " << param_bytes << " bytes");
+  CHECK(extra < param_bytes);
+  CHECK(step.stats().replays == 3);
 }
 
 TEST_CASE("train: backward through a compiled function's forward says it is not built", "[train]") {
