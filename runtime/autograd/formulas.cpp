@@ -419,7 +419,17 @@ std::vector<Tensor> op_backward(Op op, const Attrs& attrs, std::span<const Tenso
   }
   case Op::matmul:
     set(0, [&] { return matmul(g, transpose(b, -1, -2)); });
-    set(1, [&] { return matmul(transpose(a, -1, -2), g); });
+    set(1, [&] {
+      if (b.dim() != 2 || a.dim() < 2) return matmul(transpose(a, -1, -2), g);
+      // A matrix b (a weight) under a batched a: one product over all rows, rather than one
+      // per batch summed afterwards. Stored transposed (linear's weight.t()), the product is
+      // formed as (g^T a)^T, so that the gradient the transpose hands on to the weight is
+      // contiguous (as PyTorch's mm_mat2_backward): no transposing copy into .grad().
+      const Tensor a2 = reshape(a, {-1, a.size(-1)}), g2 = reshape(g, {-1, g.size(-1)});
+      if (b.stride(0) == 1 && b.stride(1) != 1 && b.size(0) > 1)
+        return transpose(matmul(transpose(g2, 0, 1), a2), 0, 1);
+      return matmul(transpose(a2, 0, 1), g2);
+    });
     break;
   case Op::scatter: {
     const int64_t d = a.dim() == 0 ? 0 : wrap_dim(attrs.i(0), a.dim(), "scatter");
