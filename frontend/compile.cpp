@@ -219,6 +219,7 @@ struct CompiledFunction::State {
     o.freeze = options.backend != "eager";
     // A module in train mode, called with grad mode on: its results get a compiled backward.
     o.backward = module != nullptr && module->is_training() && is_grad_enabled();
+    o.recompute = options.recompute;
     return o;
   }
 
@@ -234,6 +235,9 @@ struct CompiledFunction::State {
     stats.ops = session.ops();
     stats.kernels = session.kernels();
     stats.conv_folds = session.conv_folds();
+    stats.backward_needed_bytes = session.backward_memory().needed_bytes;
+    stats.backward_saved_bytes = session.backward_memory().saved_bytes;
+    stats.backward_recomputed_ops = session.backward_memory().recomputed_ops;
     if (!add_entry) return results;
     const TraceSession::Replay* replay = session.replay().get();
     // A call without breaks that has no replay left traced tensors in host state (an

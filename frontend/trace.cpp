@@ -13,6 +13,7 @@
 
 #include "frontend/freeze.h"
 #include "ir/printer.h"
+#include "passes/partition.h"
 #include "runtime/autograd/autograd.h"
 #include "runtime/autograd/node.h"
 #include "runtime/error.h"
@@ -490,8 +491,18 @@ void TraceSession::cut(std::vector<Tensor>* results) {
         replayable = false; // a concrete tensor, or a view of a written input
     }
   }
+  // With a compiled backward: which saved tensors the forward keeps, and which the backward
+  // computes again (those are no outputs).
+  std::unordered_set<const TensorImpl*> recomputed;
+  if (saved_ != nullptr)
+    recomputed = partition_saved(s, [&](ir::Value* v) {
+      auto [it, fresh] = out_index.try_emplace(v, static_cast<int64_t>(g.num_outputs()));
+      if (fresh) g.add_output(v);
+      return it->second;
+    });
   for (const auto& w : s.traced)
     if (auto impl = w.lock()) {
+      if (recomputed.count(impl.get()) != 0) continue;
       plans.push_back(plan(impl));
       if (saved_ != nullptr && saved_->count(impl.get()) != 0) {
         // Read by the compiled backward: a forward output (not a view of a written input).
@@ -548,6 +559,9 @@ void TraceSession::cut(std::vector<Tensor>* results) {
     for (ir::Value* v : g.outputs()) // a graph without nodes only forwards its inputs
       outs.push_back(s.bound[v->index()]);
   }
+  for (Recompute::Step& st : recompute_.steps)
+    for (Recompute::Operand& o : st.operands)
+      if (o.output >= 0) o.tensor = outs.at(static_cast<size_t>(o.output));
   {
     for (std::vector<Plan>* ps : {&result_plans, &plans})
       for (Plan& p : *ps) {
@@ -584,6 +598,55 @@ void TraceSession::cut(std::vector<Tensor>* results) {
     replay_ = std::move(r);
   }
   seg_.reset();
+}
+
+std::unordered_set<const TensorImpl*>
+TraceSession::partition_saved(Segment& s, const std::function<int64_t(ir::Value*)>& add_output) {
+  ir::Graph& g = *s.graph;
+  std::vector<std::pair<std::shared_ptr<TensorImpl>, ir::Value*>> saved;
+  for (const auto& w : s.traced)
+    if (auto impl = w.lock(); impl && saved_->count(impl.get()) != 0) {
+      Handle* h = handle_of(*impl);
+      // A view of a written input is materialised after the writes: left as it is.
+      if (h == nullptr || (h->base->input != nullptr && h->base->version > 0)) return {};
+      saved.emplace_back(impl, current(*h));
+    }
+  std::vector<const ir::Value*> needed, free(g.outputs().begin(), g.outputs().end());
+  for (const auto& [impl, v] : saved)
+    needed.push_back(v);
+  const passes::SavePartition p = passes::partition_for_backward(g, needed, free);
+  if (!options_.recompute || p.recompute.empty()) {
+    backward_memory_ = {p.needed_bytes, p.needed_bytes, 0};
+    return {};
+  }
+  backward_memory_ = {p.needed_bytes, p.saved_bytes, static_cast<int64_t>(p.recompute.size())};
+  std::unordered_map<const ir::Node*, int64_t> step_of;
+  for (const ir::Node* n : p.recompute) {
+    Recompute::Step st{n->op(), n->attrs(), {}};
+    for (const ir::Value* u : n->inputs()) {
+      Recompute::Operand o;
+      if (auto it = u->producer() ? step_of.find(u->producer()) : step_of.end();
+          it != step_of.end())
+        o.step = it->second;
+      else if (u->is_constant())
+        o.tensor = u->constant();
+      else if (u->is_input() && u->input_kind() == ir::InputKind::parameter)
+        o.tensor = s.bound.at(u->index()); // a captured tensor: read as it is
+      else
+        o.output = add_output(const_cast<ir::Value*>(u)); // kept: a forward output
+      st.operands.push_back(std::move(o));
+    }
+    step_of[n] = static_cast<int64_t>(recompute_.steps.size());
+    recompute_.steps.push_back(std::move(st));
+  }
+  std::unordered_set<const TensorImpl*> recomputed;
+  for (const auto& [impl, v] : saved)
+    if (auto it = v->producer() ? step_of.find(v->producer()) : step_of.end();
+        it != step_of.end()) {
+      recompute_.targets.emplace_back(impl, static_cast<size_t>(it->second));
+      recomputed.insert(impl.get());
+    }
+  return recomputed;
 }
 
 std::vector<Tensor> TraceSession::trace_call(std::span<const Tensor> args,
@@ -676,6 +739,25 @@ TraceSession::trace_backward(const std::vector<Tensor>& results, const std::vect
   std::vector<Tensor> grads;
   {
     TracerScope traced(this);
+    if (!recompute_.steps.empty()) {
+      // The saved tensors the forward did not keep: computed again here, from what it kept,
+      // and read by the formulas as values of this graph.
+      const NoGradGuard no_grad;
+      std::vector<Tensor> again;
+      for (const Recompute::Step& st : recompute_.steps) {
+        std::vector<Tensor> in;
+        for (const Recompute::Operand& o : st.operands)
+          in.push_back(o.step >= 0 ? again.at(static_cast<size_t>(o.step)) : o.tensor);
+        again.push_back(dispatch1(st.op, in, st.attrs));
+      }
+      for (const auto& [impl, k] : recompute_.targets) {
+        KILN_ASSERT(impl->sizes == again[k].sizes() && impl->dtype == again[k].dtype(),
+                    "compiled backward: a recomputed saved tensor changed type");
+        impl->strides = again[k].strides();
+        impl->trace = again[k].impl().trace;
+      }
+      recompute_ = {};
+    }
     grads = autograd::grad(roots, inputs, seeds, /*retain_graph=*/false, /*create_graph=*/false,
                            /*allow_unused=*/true);
   }

@@ -88,6 +88,9 @@ public:
     bool freeze = false;           // fold eval-mode batch norms into convs (freeze.h)
     /// Results with autograd history get a compiled backward (a module in train mode).
     bool backward = false;
+    /// The forward keeps for that backward what a min-cut partition says, and the backward
+    /// computes the rest again (passes/partition.h); off: what the formulas save.
+    bool recompute = true;
   };
 
   TraceSession(Options options, CompileGraphFn compile, nn::Module* module);
@@ -123,6 +126,12 @@ public:
   int64_t kernels() const { return kernels_; }
   /// Batch norms (per-channel affine chains) folded into convolutions (freeze.h).
   int64_t conv_folds() const { return conv_folds_; }
+  /// The compiled backward's partition: bytes its formulas save, bytes the forward keeps,
+  /// and the forward ops the backward computes again.
+  struct BackwardMemory {
+    int64_t needed_bytes = 0, saved_bytes = 0, recomputed_ops = 0;
+  };
+  const BackwardMemory& backward_memory() const { return backward_memory_; }
   const std::vector<HostReadGuard>& host_reads() const { return host_reads_; }
   const std::vector<ModeReadGuard>& mode_reads() const { return mode_reads_; }
 
@@ -244,6 +253,31 @@ private:
   const std::unordered_set<const TensorImpl*>* saved_ = nullptr;
   bool saved_ok_ = true;
   std::vector<Tensor> forward_outs_;
+  /// The forward ops the compiled backward computes again (the partition's), replayed in its
+  /// segment before the formulas: each operand is an earlier step's result or a concrete
+  /// tensor (a forward output, a parameter, a constant). `targets`: the saved tensors each
+  /// step gives back, which the formulas then read as values of the backward's graph.
+  struct Recompute {
+    struct Operand {
+      int64_t step = -1;   // >= 0: that step's result
+      int64_t output = -1; // >= 0: the forward's output (resolved into `tensor` after its run)
+      Tensor tensor;
+    };
+    struct Step {
+      Op op;
+      Attrs attrs;
+      std::vector<Operand> operands;
+    };
+    std::vector<Step> steps;
+    std::vector<std::pair<std::shared_ptr<TensorImpl>, size_t>> targets;
+  };
+  Recompute recompute_;
+  BackwardMemory backward_memory_;
+  /// In a cut with a compiled backward: partitions the saved tensors (passes/partition.h),
+  /// fills recompute_, and returns the saved tensors the backward computes again (the others
+  /// become forward outputs). `add_output` makes a value an output and returns its number.
+  std::unordered_set<const TensorImpl*>
+  partition_saved(Segment& s, const std::function<int64_t(ir::Value*)>& add_output);
 };
 
 /// Gives a result of a compiled function that had autograd history when traced a node that

@@ -875,6 +875,10 @@ int bench_main(std::span<const std::string_view> args) {
           << double(r.peak_bytes) / (1 << 20) << " MiB";
       if (r.stats.static_plan_bytes > 0) // held between calls, so not in the call's peak
         ref << " + " << double(r.stats.static_plan_bytes) / (1 << 20) << " MiB static plans";
+      if (r.stats.backward_needed_bytes > 0) // a module compiled for training
+        ref << ", backward keeps " << double(r.stats.backward_saved_bytes) / (1 << 20) << " of "
+            << double(r.stats.backward_needed_bytes) / (1 << 20) << " MiB ("
+            << r.stats.backward_recomputed_ops << " ops recomputed)";
     }
     if (r.mode != "eager" && r.mode != "onednn-alone")
       ref << (ref.tellp() > 0 ? ", " : "") << "kernels " << r.stats.kernels << " ("
@@ -964,6 +968,8 @@ int bench_main(std::span<const std::string_view> args) {
          << ", \"first_call_ms\": " << num(r.first_call_ms) << ", \"bytes\": " << num(r.bytes)
          << ", \"peak_bytes\": " << r.peak_bytes
          << ", \"static_plan_bytes\": " << r.stats.static_plan_bytes
+         << ", \"backward_saved_bytes\": " << r.stats.backward_saved_bytes
+         << ", \"backward_needed_bytes\": " << r.stats.backward_needed_bytes
          << ", \"kernels\": " << r.stats.kernels;
       if (r.profile.calls > 0) {
         const double n = static_cast<double>(r.profile.calls) * 1000;
