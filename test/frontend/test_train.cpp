@@ -337,7 +337,7 @@ TEST_CASE("train: a module compiled in train mode gets a compiled backward", "[t
 }
 
 TEST_CASE("train: a reduce_overhead step updates the parameters and state in their buffers",
-          "[train]") {
+          "[train][llvm]") {
   const zoo::TrainTask& task = zoo::train_task("mlp");
   std::shared_ptr<nn::Module> net = task.make(0, DType::f32);
   std::unique_ptr<optim::Optimizer> opt = zoo::make_optimizer("adamw", net->parameters(), 1e-3);
