@@ -177,12 +177,15 @@ private:
   }
 
   /// copy(x) -> x when nothing but the copy can see x's buffer: x is a fresh result of this
-  /// graph (not an input, a constant or a view) whose one use is the copy, and has its type.
-  /// Autograd's first gradient of a leaf is such a copy (the engine clones what the backward
-  /// computed into .grad()).
+  /// graph (not an input or a constant), or views of one, each value on the way with one use,
+  /// and x has the copy's type. Autograd's first gradient of a leaf is such a copy (the
+  /// engine clones what the backward computed into .grad(): a bias's is a view of a sum).
   ir::Value* simplify_copy(const ir::Node* n) const {
     ir::Value* x = n->input(0);
-    if (x->is_input() || storage_root(x) != x || x->uses().size() != 1) return nullptr;
+    for (const ir::Value* v = x;; v = v->producer()->input(0)) {
+      if (v->is_input() || v->uses().size() != 1) return nullptr;
+      if (v->producer()->schema().kind != OpKind::view) break;
+    }
     return fresh(n, same_type(n, x));
   }
 

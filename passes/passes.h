@@ -73,10 +73,10 @@ Expected<void> constant_fold(ir::Graph& g, PassContext& ctx);
 ///   the identity permutation, expand to its own sizes) -> the operand (equal sizes and
 ///   strides, and these ops keep the storage offset: the same elements)
 ///   cast(x, dtype of x)             -> x
-///   copy(x)                         -> x   when x is a fresh result (not an input or a view)
-///                                          whose one use is the copy, of the copy's type:
-///                                          no one else sees its buffer (autograd's clone of
-///                                          a leaf's first gradient)
+///   copy(x)                         -> x   when x is a fresh result, or views of one, each
+///                                          with one use (the copy, the next view), of the
+///                                          copy's type: no one else sees its buffer
+///                                          (autograd's clone of a leaf's first gradient)
 /// A node of a fresh result (mul, add, sub, neg, cast) that is a graph output is not replaced
 /// by a value that shares storage with a graph input or with another output (as PyTorch's
 /// inductor does in remove_noop_ops): the caller would get an alias eager code never gives.
