@@ -156,14 +156,34 @@ Edge gradient_edge(const Tensor& t) {
   return {acc, 0};
 }
 
+namespace {
+
+/// Whether gradient g, about to become leaf's first .grad(), may be taken as it is rather
+/// than copied (PyTorch's AccumulateGrad steals it the same way): nothing else holds it or
+/// its memory (no view, no saved or retained copy), and it is dense and of the leaf's kind.
+bool may_steal(const Tensor& g, const Tensor& leaf) {
+  const TensorImpl& t = g.impl();
+  return !t.is_traced() && g.impl_ptr().use_count() == 1 && t.storage != nullptr &&
+         t.storage.use_count() == 1 && t.offset == 0 && g.is_contiguous() &&
+         t.storage->nbytes() == static_cast<size_t>(g.numel() * g.itemsize()) &&
+         g.sizes() == leaf.sizes() && g.dtype() == leaf.dtype() && g.device() == leaf.device();
+}
+
+} // namespace
+
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grads) {
   const Tensor& g = grads.at(0);
   if (!g.defined()) return {};
   Tensor leaf(leaf_);
-  // Under create_graph the sum stays in the graph; otherwise it is a plain tensor.
-  const Tensor add = is_grad_enabled() ? g : g.detach();
   const Tensor old = leaf.grad();
-  leaf.set_grad(old.defined() ? old + add : (is_grad_enabled() ? add : add.clone()));
+  // Under create_graph the sum stays in the graph; otherwise it is a plain tensor.
+  if (is_grad_enabled()) {
+    leaf.set_grad(old.defined() ? old + g : g);
+  } else if (old.defined()) {
+    leaf.set_grad(old + g.detach());
+  } else {
+    leaf.set_grad(may_steal(g, leaf) ? g.detach() : g.detach().clone());
+  }
   return {};
 }
 

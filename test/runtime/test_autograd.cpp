@@ -10,6 +10,7 @@
 
 #include <kiln/kiln.h>
 
+#include "runtime/allocator.h"
 #include "runtime/autograd/autograd.h"
 
 using namespace kiln;
@@ -283,6 +284,35 @@ TEST_CASE("autograd: leaves accumulate, retain_grad keeps an inner gradient", "[
   CHECK(x.grad().to_vector<float>() == std::vector<float>{4, 8, 12});
   // A non-scalar output needs its gradient.
   CHECK_THROWS_WITH((x * 2.0).backward(), Catch::Contains("pass the output's gradient"));
+}
+
+TEST_CASE("autograd: a leaf's first gradient is taken as it is only when nothing else holds it",
+          "[autograd]") {
+  SECTION("a fresh gradient becomes .grad() without a copy") {
+    manual_seed(3);
+    Tensor w = randn({512, 512}).requires_grad_();
+    const Tensor x = randn({1, 512});
+    Tensor loss = matmul(x, w).sum();
+    const size_t live = cpu_memory_stats().allocated;
+    reset_cpu_peak_memory();
+    loss.backward();
+    // dL/dw = x^T 1: one 1 MiB product, which becomes the gradient; a copy would double it.
+    const size_t extra = cpu_memory_stats().peak_allocated - live;
+    INFO("extra " << extra << " bytes");
+    CHECK(extra < (size_t{3} << 19));
+    const Tensor want = matmul(transpose(x, 0, 1), ones({1, 512}));
+    CHECK(check_accuracy(w.grad(), want, Tensor()) == std::nullopt);
+  }
+  SECTION("a gradient shared with a retained one is copied") {
+    Tensor w = tensor(std::vector<float>{1, 2, 3}).requires_grad_();
+    Tensor h = w + 0.0; // h's gradient passes to w unchanged
+    h.retain_grad();
+    (h * 2.0).sum().backward();
+    CHECK(w.grad().to_vector<float>() == std::vector<float>{2, 2, 2});
+    CHECK(h.grad().to_vector<float>() == std::vector<float>{2, 2, 2});
+    w.grad().zero_(); // .grad() is the leaf's own: the retained gradient keeps its values
+    CHECK(h.grad().to_vector<float>() == std::vector<float>{2, 2, 2});
+  }
 }
 
 TEST_CASE("autograd: autograd::grad, unused inputs and double backward", "[autograd]") {
