@@ -630,8 +630,8 @@ TraceSession::partition_saved(Segment& s, const std::function<int64_t(ir::Value*
         o.step = it->second;
       else if (u->is_constant())
         o.tensor = u->constant();
-      else if (u->is_input() && u->input_kind() == ir::InputKind::parameter)
-        o.tensor = s.bound.at(u->index()); // a captured tensor: read as it is
+      else if (u->is_input() && s.bindings.at(u->index()).kind == InputBinding::Kind::captured)
+        o.tensor = s.bound.at(u->index()); // a parameter (bound by identity): read as it is
       else
         o.output = add_output(const_cast<ir::Value*>(u)); // kept: a forward output
       st.operands.push_back(std::move(o));
