@@ -157,16 +157,8 @@ public:
       const Item& it = batch_[i];
       const LoweredGroup& lg = *it.lg;
       Plan::KernelCall one = kernel_call(lg, *it.schedule, it.entry);
-      // A row's work: the kernel's iteration points (outer and inner) over its rows.
-      int64_t points = lg.kernel.outer_numel();
-      for (int64_t e : lg.kernel.inner)
-        points *= e;
-      Plan::KernelCall::Part part;
-      part.entry = it.entry;
-      part.name = one.name;
-      part.rows = one.rows;
-      part.grain = std::max<int64_t>(one.grain, 1);
-      part.points = std::max<int64_t>(points / std::max<int64_t>(one.rows, 1), 1);
+      Plan::KernelCall::Part part{it.entry, one.name, one.rows, std::max<int64_t>(one.grain, 1),
+                                  {},       {}};
       for (size_t b = 0; b < lg.buffers.size(); ++b)
         if (lg.kernel.buffers[b].output) {
           results[i].push_back({st.results.size(), static_cast<int>(b)});

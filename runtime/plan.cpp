@@ -52,44 +52,40 @@ std::string mib_str(size_t bytes) {
 
 namespace {
 
-/// A batch's run: each part's buffers gathered from the call's; then the parts' rows,
-/// weighed by their points, as one range of work split evenly between the threads (each
-/// thread runs, of each part its share meets, the rows whose work starts in it). Serial when
-/// the whole is at most the largest part's grain of work, or inside a parallel region.
+/// A batch's run: each part's buffers gathered from the call's, then every part's chunks as
+/// one work list on the pool (or on this thread when there is one chunk, or inside a
+/// parallel region).
 void run_parts(const Plan::KernelCall& k, char* const* buffers) {
   std::vector<char*> gathered;
   std::vector<size_t> base;
-  std::vector<int64_t> first_work{0}; // per part, then the total
-  int64_t grain = 1;
+  std::vector<int64_t> first_chunk{0}; // per part, then the total
   for (const Plan::KernelCall::Part& p : k.parts) {
     base.push_back(gathered.size());
     for (uint32_t b : p.buffers)
       gathered.push_back(buffers[b]);
-    first_work.push_back(first_work.back() + p.rows * p.points);
-    grain = std::max(grain, p.grain * p.points);
+    first_chunk.push_back(first_chunk.back() + (p.rows + p.grain - 1) / p.grain);
   }
   if (k.launch) { // on a device: each part's launch, in order
     for (size_t i = 0; i < k.parts.size(); ++i)
       k.parts[i].launch(gathered.data() + base[i]);
     return;
   }
-  auto share = [&](int64_t w0, int64_t w1) {
-    for (size_t i = 0; i < k.parts.size(); ++i) {
+  auto chunks = [&](int64_t begin, int64_t end) {
+    size_t i = static_cast<size_t>(std::upper_bound(first_chunk.begin(), first_chunk.end(), begin) -
+                                   first_chunk.begin() - 1);
+    for (int64_t c = begin; c < end; ++c) {
+      while (c >= first_chunk[i + 1])
+        ++i;
       const Plan::KernelCall::Part& p = k.parts[i];
-      const int64_t s = first_work[i];
-      // The first row whose work starts at or after w: the same at both ends of a share.
-      auto row_at = [&](int64_t w) {
-        return std::clamp((w - s + p.points - 1) / p.points, int64_t{0}, p.rows);
-      };
-      const int64_t r0 = row_at(std::max(w0, s)), r1 = row_at(std::min(w1, first_work[i + 1]));
-      if (r0 < r1) p.entry(gathered.data() + base[i], r0, r1);
+      const int64_t r0 = (c - first_chunk[i]) * p.grain;
+      p.entry(gathered.data() + base[i], r0, std::min(p.rows, r0 + p.grain));
     }
   };
-  const int64_t total = first_work.back();
-  if (total <= grain || in_parallel_region())
-    share(0, total);
+  const int64_t total = first_chunk.back();
+  if (total <= 1 || in_parallel_region())
+    chunks(0, total);
   else
-    parallel_for(0, total, grain, share, k.threads);
+    parallel_for(0, total, 1, chunks, k.threads);
 }
 
 } // namespace

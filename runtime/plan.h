@@ -63,15 +63,13 @@ public:
     /// A batch (PyTorch's foreach, Inductor's combo kernels): independent kernels run as one
     /// launch. Each part is a generated kernel of its own rows and grain whose buffers are
     /// these of the call's buffer list (the step's operands, then its results); `entry` and
-    /// `rows` are then unused. On the CPU the parts' rows, weighed by their points, are one
-    /// range of work that one parallel region splits evenly between the threads, so that
-    /// small kernels (an optimizer's update of each parameter) run side by side on the pool
-    /// instead of one after another on the calling thread.
+    /// `rows` are then unused. On the CPU every part's chunks make one work list for one
+    /// parallel region, so that small kernels (an optimizer's update of each parameter) run
+    /// side by side on the pool instead of one after another on the calling thread.
     struct Part {
       KernelEntry entry = nullptr;
       std::string name;
       int64_t rows = 0, grain = 1;
-      int64_t points = 1; // the work of a row: its iteration points
       std::vector<uint32_t> buffers;
       DeviceLaunch launch; // run_on's
     };

@@ -274,7 +274,6 @@ std::string save_plan(const Plan& plan) {
       w.str(p.name);
       w.i64(p.rows);
       w.i64(p.grain);
-      w.i64(p.points);
       w.ints(std::vector<int64_t>(p.buffers.begin(), p.buffers.end()));
     }
   }
@@ -378,11 +377,8 @@ std::unique_ptr<LoadedPlan> load_plan(std::string_view bytes, const KernelResolv
       p.entry = entry(p.name);
       p.rows = r.i64("part rows");
       p.grain = r.i64("part grain");
-      p.points = r.i64("part points");
-      if (p.rows < 0 || p.grain < 1 || p.points < 1 ||
-          p.points > (int64_t{1} << 50) / std::max<int64_t>(p.rows, 1))
-        r.fail("kernel ", call.name, ": part ", p.name, " rows ", p.rows, ", grain ", p.grain,
-               ", points ", p.points);
+      if (p.rows < 0 || p.grain < 1)
+        r.fail("kernel ", call.name, ": part ", p.name, " rows ", p.rows, ", grain ", p.grain);
       for (int64_t b : r.ints("part buffers")) {
         if (b < 0 || b > std::numeric_limits<uint32_t>::max())
           r.fail("kernel ", call.name, ": part ", p.name, " buffer ", b);
