@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <memory>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "codegen/memory_plan.h"
 #include "runtime/attention.h"
@@ -62,7 +61,6 @@ public:
 
   /// An eager call of the node's op.
   void node(const ir::Node* n) {
-    flush();
     Plan::Step st;
     st.op = n->op();
     st.attrs = &n->attrs();
@@ -75,7 +73,6 @@ public:
   }
 
   void library_call(const passes::LibraryCall& call) {
-    flush();
     cg_.epilogues.push_back(std::make_unique<Epilogue>(call.epilogue));
     Plan::Step st;
     st.op = call.anchor->op();
@@ -88,28 +85,7 @@ public:
     cg_.plan.add_step(std::move(st));
   }
 
-  /// A group's kernel: joins the pending batch when it reads no result of the batch's
-  /// kernels (they then run side by side), else starts the next one.
   void kernel(const LoweredGroup& lg, const Schedule& schedule, KernelEntry entry) {
-    for (size_t b = 0; b < lg.buffers.size(); ++b)
-      if (!lg.kernel.buffers[b].output && batch_results_.count(lg.buffers[b]) != 0) {
-        flush();
-        break;
-      }
-    for (size_t b = 0; b < lg.buffers.size(); ++b)
-      if (lg.kernel.buffers[b].output) batch_results_.insert(lg.buffers[b]);
-    batch_.push_back({&lg, &schedule, entry});
-  }
-
-  /// Emits the pending kernels: one kernel step, or one batch step for several.
-  void flush() {
-    if (batch_.size() == 1) single(*batch_[0].lg, *batch_[0].schedule, batch_[0].entry);
-    if (batch_.size() > 1) batched();
-    batch_.clear();
-    batch_results_.clear();
-  }
-
-  void single(const LoweredGroup& lg, const Schedule& schedule, KernelEntry entry) {
     Plan::KernelCall call = kernel_call(lg, schedule, entry);
     Plan::Step st;
     std::vector<std::pair<size_t, int>> results, operands; // step index, kernel buffer
@@ -131,68 +107,11 @@ public:
     cg_.plan.add_step(std::move(st));
   }
 
-  /// The pending kernels as one step: every part's operands, then every part's results; a
-  /// part's buffers index that list. A result may take an operand's bytes only when no other
-  /// part reads that operand (the parts run at once).
-  void batched() {
-    Plan::KernelCall call;
-    call.name = "batch." + batch_[0].lg->kernel.name;
-    call.grain = 1;
-    Plan::Step st;
-    std::vector<std::vector<std::pair<size_t, int>>> operands(batch_.size()),
-        results(batch_.size());
-    std::unordered_map<size_t, int> readers; // operand slot -> parts reading it
-    bool all_threads = false;
-    for (size_t i = 0; i < batch_.size(); ++i) {
-      const LoweredGroup& lg = *batch_[i].lg;
-      std::unordered_set<size_t> mine;
-      for (size_t b = 0; b < lg.buffers.size(); ++b)
-        if (!lg.kernel.buffers[b].output) {
-          operands[i].push_back({st.operands.size(), static_cast<int>(b)});
-          st.operands.push_back(slot(lg.buffers[b]));
-          if (mine.insert(st.operands.back()).second) ++readers[st.operands.back()];
-        }
-    }
-    for (size_t i = 0; i < batch_.size(); ++i) {
-      const Item& it = batch_[i];
-      const LoweredGroup& lg = *it.lg;
-      Plan::KernelCall one = kernel_call(lg, *it.schedule, it.entry);
-      Plan::KernelCall::Part part{it.entry, one.name, one.rows, std::max<int64_t>(one.grain, 1),
-                                  {},       {}};
-      for (size_t b = 0; b < lg.buffers.size(); ++b)
-        if (lg.kernel.buffers[b].output) {
-          results[i].push_back({st.results.size(), static_cast<int>(b)});
-          st.results.push_back(slot(lg.buffers[b]));
-        }
-      // The kernel's buffer order: its inputs and outputs as they come in the kernel.
-      size_t next_in = 0, next_out = 0;
-      for (size_t b = 0; b < lg.buffers.size(); ++b)
-        part.buffers.push_back(static_cast<uint32_t>(
-            lg.kernel.buffers[b].output ? st.operands.size() + results[i][next_out++].first
-                                        : operands[i][next_in++].first));
-      for (auto [r, rb] : results[i])
-        for (auto [o, ob] : operands[i])
-          if (readers[st.operands[o]] == 1 && lg.kernel.may_write_over(rb, ob))
-            st.may_reuse.push_back({r, o});
-      call.rows += one.rows;
-      // Threads: the pool's when any part may use them all (0), else the most any part may.
-      all_threads = all_threads || one.threads == 0;
-      call.threads = all_threads ? 0 : std::max(call.threads, one.threads);
-      for (Plan::KernelCall::Output& o : one.outputs)
-        call.outputs.push_back(std::move(o));
-      call.parts.push_back(std::move(part));
-    }
-    st.kernel = cg_.plan.add_kernel(std::move(call));
-    ++cg_.launches;
-    cg_.plan.add_step(std::move(st));
-  }
-
   /// An attention site as one step: its softmax kernel joins the plan's kernels, run by the
   /// step block by block.
   void attention(const AttentionSite& site, const passes::FusionResult& fusion,
                  const LoweredGroup& lg, std::span<const Schedule> schedules,
                  std::span<const KernelEntry> entries, size_t g) {
-    flush();
     const Schedule& schedule = schedules[g];
     const KernelEntry entry = entries[g];
     AttentionBuild built = make_attention_call(site, fusion, lg, schedules, entries);
@@ -211,7 +130,6 @@ public:
 
   /// Outputs and in-place writes, the plan's own finish (releases), the memory plan.
   void finish() {
-    flush();
     const ir::Graph& g = *cg_.graph;
     for (ir::Value* v : g.outputs())
       cg_.plan.add_output(slot(v));
@@ -226,13 +144,6 @@ public:
 private:
   CompiledGraph& cg_;
   std::unordered_map<const ir::Value*, size_t> slot_;
-  struct Item {
-    const LoweredGroup* lg;
-    const Schedule* schedule;
-    KernelEntry entry;
-  };
-  std::vector<Item> batch_; // kernels waiting to run side by side
-  std::unordered_set<const ir::Value*> batch_results_;
 };
 
 } // namespace

@@ -121,11 +121,6 @@ std::string plan_text(const CompiledGraph& cg) {
     } else if (st.kernel >= 0) {
       const Plan::KernelCall& call = plan.kernels()[static_cast<size_t>(st.kernel)];
       s += "kernel " + std::to_string(st.kernel) + ", " + std::to_string(call.rows) + " rows";
-      if (!call.parts.empty()) {
-        s += ", a batch of " + std::to_string(call.parts.size()) + " kernels run side by side:";
-        for (const Plan::KernelCall::Part& p : call.parts)
-          s += " " + p.name;
-      }
     } else {
       s += "call " + std::string(op_name(st.op));
       if (st.epilogue) s += " + " + st.epilogue->str();

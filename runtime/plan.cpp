@@ -50,51 +50,7 @@ std::string mib_str(size_t bytes) {
   return buf;
 }
 
-namespace {
-
-/// A batch's run: each part's buffers gathered from the call's, then every part's chunks as
-/// one work list on the pool (or on this thread when there is one chunk, or inside a
-/// parallel region).
-void run_parts(const Plan::KernelCall& k, char* const* buffers) {
-  std::vector<char*> gathered;
-  std::vector<size_t> base;
-  std::vector<int64_t> first_chunk{0}; // per part, then the total
-  for (const Plan::KernelCall::Part& p : k.parts) {
-    base.push_back(gathered.size());
-    for (uint32_t b : p.buffers)
-      gathered.push_back(buffers[b]);
-    first_chunk.push_back(first_chunk.back() + (p.rows + p.grain - 1) / p.grain);
-  }
-  if (k.launch) { // on a device: each part's launch, in order
-    for (size_t i = 0; i < k.parts.size(); ++i)
-      k.parts[i].launch(gathered.data() + base[i]);
-    return;
-  }
-  auto chunks = [&](int64_t begin, int64_t end) {
-    size_t i = static_cast<size_t>(std::upper_bound(first_chunk.begin(), first_chunk.end(), begin) -
-                                   first_chunk.begin() - 1);
-    for (int64_t c = begin; c < end; ++c) {
-      while (c >= first_chunk[i + 1])
-        ++i;
-      const Plan::KernelCall::Part& p = k.parts[i];
-      const int64_t r0 = (c - first_chunk[i]) * p.grain;
-      p.entry(gathered.data() + base[i], r0, std::min(p.rows, r0 + p.grain));
-    }
-  };
-  const int64_t total = first_chunk.back();
-  if (total <= 1 || in_parallel_region())
-    chunks(0, total);
-  else
-    parallel_for(0, total, 1, chunks, k.threads);
-}
-
-} // namespace
-
 void Plan::KernelCall::run(char* const* buffers) const {
-  if (!parts.empty()) {
-    run_parts(*this, buffers);
-    return;
-  }
   if (launch) {
     launch(buffers);
     return;
@@ -115,9 +71,7 @@ void Plan::bind_constant(size_t slot, Tensor value) {
 void Plan::bind_input(size_t slot, size_t index) { inputs_.emplace_back(slot, index); }
 
 int Plan::add_kernel(KernelCall call) {
-  KILN_CHECK(call.entry != nullptr || !call.parts.empty(), "plan: a kernel without an entry");
-  for (const KernelCall::Part& p : call.parts)
-    KILN_CHECK(p.entry != nullptr && p.grain >= 1, "plan: a batch part without an entry");
+  KILN_CHECK(call.entry != nullptr, "plan: a kernel without an entry");
   kernels_.push_back(std::move(call));
   return static_cast<int>(kernels_.size() - 1);
 }
@@ -172,20 +126,11 @@ void Plan::run_on(Device device, std::span<const std::pair<std::string, DeviceLa
                   bool eager_on_host) {
   device_ = device;
   eager_on_host_ = eager_on_host;
-  auto launch_of = [&](const std::string& name) {
-    auto it = std::find_if(launches.begin(), launches.end(),
-                           [&](const auto& l) { return l.first == name; });
-    KILN_CHECK(it != launches.end(), "plan: kernel ", name, " has no launch on ", device);
-    return it->second;
-  };
   for (KernelCall& k : kernels_) {
-    if (k.parts.empty()) {
-      k.launch = launch_of(k.name);
-      continue;
-    }
-    for (KernelCall::Part& p : k.parts)
-      p.launch = launch_of(p.name);
-    k.launch = [](char* const*) {}; // marks the call a device one: run_parts launches the parts
+    auto it = std::find_if(launches.begin(), launches.end(),
+                           [&](const auto& l) { return l.first == k.name; });
+    KILN_CHECK(it != launches.end(), "plan: kernel ", k.name, " has no launch on ", device);
+    k.launch = it->second;
   }
   for (auto& [slot, t] : constants_)
     t = t.to(device);

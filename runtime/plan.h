@@ -60,20 +60,6 @@ public:
     std::vector<Output> outputs;
     /// Set: the kernel runs on the plan's device, launched over all its rows (run_on).
     DeviceLaunch launch;
-    /// A batch (PyTorch's foreach, Inductor's combo kernels): independent kernels run as one
-    /// launch. Each part is a generated kernel of its own rows and grain whose buffers are
-    /// these of the call's buffer list (the step's operands, then its results); `entry` and
-    /// `rows` are then unused. On the CPU every part's chunks make one work list for one
-    /// parallel region, so that small kernels (an optimizer's update of each parameter) run
-    /// side by side on the pool instead of one after another on the calling thread.
-    struct Part {
-      KernelEntry entry = nullptr;
-      std::string name;
-      int64_t rows = 0, grain = 1;
-      std::vector<uint32_t> buffers;
-      DeviceLaunch launch; // run_on's
-    };
-    std::vector<Part> parts;
     /// Runs the rows on these buffers: on the device when it has a launch; else on the
     /// calling thread when they fit in one grain (or inside a parallel region), else in
     /// chunks on the pool.

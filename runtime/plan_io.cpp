@@ -4,7 +4,6 @@
 
 #include <bit>
 #include <cstring>
-#include <limits>
 #include <type_traits>
 
 #include "runtime/error.h"
@@ -14,7 +13,7 @@ namespace kiln {
 namespace {
 
 constexpr std::string_view kMagic = "KILNPLAN";
-constexpr uint32_t kVersion = 2; // 2: batches of kernels
+constexpr uint32_t kVersion = 1;
 
 static_assert(std::endian::native == std::endian::little, "plan bytes are little-endian");
 
@@ -269,13 +268,6 @@ std::string save_plan(const Plan& plan) {
       w.u8(static_cast<uint8_t>(o.dtype));
       w.ints(o.strides);
     }
-    w.i64(static_cast<int64_t>(k.parts.size())); // a batch's kernels
-    for (const Plan::KernelCall::Part& p : k.parts) {
-      w.str(p.name);
-      w.i64(p.rows);
-      w.i64(p.grain);
-      w.ints(std::vector<int64_t>(p.buffers.begin(), p.buffers.end()));
-    }
   }
   w.i64(static_cast<int64_t>(plan.steps().size()));
   for (const Plan::Step& st : plan.steps()) {
@@ -356,6 +348,7 @@ std::unique_ptr<LoadedPlan> load_plan(std::string_view bytes, const KernelResolv
   for (size_t k = 0; k < kernels; ++k) {
     Plan::KernelCall call;
     call.name = r.str("kernel name");
+    call.entry = entry(call.name);
     call.rows = r.i64("kernel rows");
     call.grain = r.i64("kernel grain");
     call.threads = static_cast<int>(r.i64("kernel threads"));
@@ -371,21 +364,6 @@ std::unique_ptr<LoadedPlan> load_plan(std::string_view bytes, const KernelResolv
         r.fail("kernel ", call.name, ": output strides ", shape_str(o.strides), " of ",
                shape_str(o.sizes), " are not dense");
     }
-    call.parts.resize(r.count("batch parts", 8));
-    for (Plan::KernelCall::Part& p : call.parts) {
-      p.name = r.str("part name");
-      p.entry = entry(p.name);
-      p.rows = r.i64("part rows");
-      p.grain = r.i64("part grain");
-      if (p.rows < 0 || p.grain < 1)
-        r.fail("kernel ", call.name, ": part ", p.name, " rows ", p.rows, ", grain ", p.grain);
-      for (int64_t b : r.ints("part buffers")) {
-        if (b < 0 || b > std::numeric_limits<uint32_t>::max())
-          r.fail("kernel ", call.name, ": part ", p.name, " buffer ", b);
-        p.buffers.push_back(static_cast<uint32_t>(b));
-      }
-    }
-    if (call.parts.empty()) call.entry = entry(call.name);
     plan.add_kernel(std::move(call));
   }
   const size_t steps = r.count("steps", 8);
@@ -407,12 +385,6 @@ std::unique_ptr<LoadedPlan> load_plan(std::string_view bytes, const KernelResolv
       r.fail("step ", k, ": kernel ", st.kernel, " has ",
              plan.kernels()[static_cast<size_t>(st.kernel)].outputs.size(), " outputs, the step ",
              st.results.size(), " results");
-    if (st.kernel >= 0)
-      for (const Plan::KernelCall::Part& p : plan.kernels()[static_cast<size_t>(st.kernel)].parts)
-        for (uint32_t b : p.buffers)
-          if (b >= st.operands.size() + st.results.size())
-            r.fail("step ", k, ": part ", p.name, " reads buffer ", b, " of ",
-                   st.operands.size() + st.results.size());
     if (r.flag("step epilogue")) {
       st.epilogue = &out->epilogues.emplace_back(r.epilogue(st.operands.size()));
       if (st.results.size() != 1)

@@ -2,7 +2,6 @@
 // Target seam: another target plugs in, and one that cannot compile sends the graph to the
 // interpreter with the reason.
 #include <catch2/catch.hpp>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -14,7 +13,6 @@
 #include "codegen/target.h"
 #include "frontend/frontend_testing.h"
 #include "ir/parser.h"
-#include "runtime/plan_io.h"
 
 using namespace kiln;
 using codegen::Stage;
@@ -208,69 +206,4 @@ TEST_CASE("writes into inputs are computed in place when nothing reads the input
   KILN_REQUIRE_ACCURATE(q, q0 - sum(q0, {1}, true), q0.to(DType::f64) - s64);
   CHECK(p.raw_data() == p_data);
   CHECK(p.version() > version); // written, as by the copy it replaces
-}
-
-namespace {
-
-// Independent kernels of different shapes (an optimizer's per-parameter updates): one batch
-// step. `%c` is written from one kernel that reads it only where it writes, but another
-// kernel of the batch reads it transposed at the same time: not in place.
-constexpr const char* kBatch = R"(graph @batch {
-  %a : f32[300,7] = input "a"
-  %b : f32[5] = input "b"
-  %c : f32[64,33] = input "c"
-  %s : f32[] = input "s"
-  %x : f32[300,7] = mul(%a, %s)
-  %y : f32[5] = exp(%b)
-  %z : f32[64,33] = add(%c, %s)
-  %ct : f32[33,64]{1,33} = permute(%c) {dims = [1, 0]}
-  %w : f32[33,64] = neg(%ct)
-  write %c, %z
-  return %x, %y, %w
-})";
-
-} // namespace
-
-TEST_CASE("independent kernels run as one batch step, and stay correct", "[lower][llvm]") {
-  Expected<std::unique_ptr<ir::Graph>> g = ir::parse_graph(kBatch);
-  REQUIRE(g);
-  Expected<codegen::CompiledGraph> cg = codegen::lower(std::move(*g), codegen::LowerOptions{});
-  REQUIRE(cg);
-  REQUIRE(cg->fallback.empty());
-  const Plan& plan = cg->plan;
-  size_t kernel_steps = 0, parts = 0;
-  for (const Plan::Step& st : plan.steps())
-    if (st.kernel >= 0) {
-      ++kernel_steps;
-      parts += plan.kernels()[static_cast<size_t>(st.kernel)].parts.size();
-    }
-  CHECK(kernel_steps == 1);
-  CHECK(parts == 4);
-  CHECK(cg->launches == 2); // the batch and the write
-  // The write of %c is not computed in place: another part reads %c meanwhile.
-  CHECK(plan.in_place_writes().empty());
-  auto check = [](const Plan& p) {
-    manual_seed(4);
-    Tensor a = randn({300, 7}), b = randn({5}), c = randn({64, 33}), s = randn({});
-    const Tensor c0 = c.clone();
-    const std::vector<Tensor> out = p.run(std::vector<Tensor>{a, b, c, s});
-    auto f64 = [](const Tensor& t) { return t.to(DType::f64); };
-    KILN_REQUIRE_ACCURATE(out[0], a * s, f64(a) * f64(s));
-    KILN_REQUIRE_ACCURATE(out[1], exp(b), exp(f64(b)));
-    KILN_REQUIRE_ACCURATE(out[2], -c0.t(), -f64(c0).t());
-    KILN_REQUIRE_ACCURATE(c, c0 + s, f64(c0) + f64(s));
-  };
-  check(plan);
-  // Saved and loaded, the batch keeps its kernels (each resolved by its own name).
-  std::map<std::string, KernelEntry, std::less<>> entries;
-  for (const Plan::KernelCall& k : plan.kernels())
-    for (const Plan::KernelCall::Part& p : k.parts)
-      entries.emplace(p.name, p.entry);
-  const std::string bytes = save_plan(plan);
-  const std::unique_ptr<LoadedPlan> loaded = load_plan(bytes, [&](std::string_view name) {
-    auto it = entries.find(name);
-    return it == entries.end() ? nullptr : it->second;
-  });
-  CHECK(save_plan(loaded->plan) == bytes);
-  check(loaded->plan);
 }

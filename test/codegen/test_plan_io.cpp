@@ -67,11 +67,8 @@ SavedGraph lower_graph(const char* way) {
   Expected<codegen::CompiledGraph> cg = codegen::lower(std::move(*g), {});
   REQUIRE(cg);
   SavedGraph c{std::move(*cg), {}};
-  for (const Plan::KernelCall& k : c.cg.plan.kernels()) {
-    if (k.parts.empty()) c.entries.emplace(k.name, k.entry);
-    for (const Plan::KernelCall::Part& p : k.parts) // a batch's kernels
-      c.entries.emplace(p.name, p.entry);
-  }
+  for (const Plan::KernelCall& k : c.cg.plan.kernels())
+    c.entries.emplace(k.name, k.entry);
   for (const Plan::Step& st : c.cg.plan.steps())
     if (st.attention)
       for (const AttentionCall::Narrowed& n : st.attention->narrow)
