@@ -183,10 +183,23 @@ private:
   ir::Value* simplify_copy(const ir::Node* n) const {
     ir::Value* x = n->input(0);
     for (const ir::Value* v = x;; v = v->producer()->input(0)) {
-      if (v->is_input() || v->uses().size() != 1) return nullptr;
+      if (v->is_input() || live_uses(v) != 1) return nullptr;
       if (v->producer()->schema().kind != OpKind::view) break;
     }
     return fresh(n, same_type(n, x));
+  }
+
+  /// v's uses but those by nodes whose results are unused (left for dead-code-elimination:
+  /// permute(permute(x)) became x earlier in this walk, the inner permute still reads x).
+  static size_t live_uses(const ir::Value* v) {
+    size_t n = 0;
+    for (const ir::Use& u : v->uses()) {
+      bool dead = u.kind == ir::Use::Kind::operand;
+      for (size_t k = 0; dead && k < u.user->num_outputs(); ++k)
+        dead = !u.user->output(k)->has_uses();
+      n += dead ? 0 : 1;
+    }
+    return n;
   }
 
   ir::Value* simplify_permute(ir::Node* n) {
