@@ -100,6 +100,14 @@ void materialize(TensorImpl& impl, const Tensor& r) {
   impl.trace = nullptr;
 }
 
+/// v's number among g's outputs: made an output the first time (`numbers` remembers).
+int64_t output_number(ir::Graph& g, std::unordered_map<ir::Value*, int64_t>& numbers,
+                      ir::Value* v) {
+  auto [it, fresh] = numbers.try_emplace(v, static_cast<int64_t>(g.num_outputs()));
+  if (fresh) g.add_output(v);
+  return it->second;
+}
+
 } // namespace
 
 const BreakCode& break_code(HostRead why) { return kCodes[static_cast<size_t>(why)]; }
@@ -455,10 +463,7 @@ void TraceSession::cut(std::vector<Tensor>* results) {
       p.steps = h->steps;
       return p;
     }
-    ir::Value* v = current(*h);
-    auto [it, fresh] = out_index.try_emplace(v, static_cast<int64_t>(g.num_outputs()));
-    if (fresh) g.add_output(v);
-    p.output = it->second;
+    p.output = output_number(g, out_index, current(*h));
     return p;
   };
   std::vector<Plan> result_plans, plans;
@@ -494,12 +499,7 @@ void TraceSession::cut(std::vector<Tensor>* results) {
   // With a compiled backward: which saved tensors the forward keeps, and which the backward
   // computes again (those are no outputs).
   std::unordered_set<const TensorImpl*> recomputed;
-  if (saved_ != nullptr)
-    recomputed = partition_saved(s, [&](ir::Value* v) {
-      auto [it, fresh] = out_index.try_emplace(v, static_cast<int64_t>(g.num_outputs()));
-      if (fresh) g.add_output(v);
-      return it->second;
-    });
+  if (saved_ != nullptr) recomputed = partition_saved(s, out_index);
   for (const auto& w : s.traced)
     if (auto impl = w.lock()) {
       if (recomputed.count(impl.get()) != 0) continue;
@@ -601,7 +601,7 @@ void TraceSession::cut(std::vector<Tensor>* results) {
 }
 
 std::unordered_set<const TensorImpl*>
-TraceSession::partition_saved(Segment& s, const std::function<int64_t(ir::Value*)>& add_output) {
+TraceSession::partition_saved(Segment& s, std::unordered_map<ir::Value*, int64_t>& out_index) {
   ir::Graph& g = *s.graph;
   std::vector<std::pair<std::shared_ptr<TensorImpl>, ir::Value*>> saved;
   for (const auto& w : s.traced)
@@ -633,7 +633,7 @@ TraceSession::partition_saved(Segment& s, const std::function<int64_t(ir::Value*
       else if (u->is_input() && s.bindings.at(u->index()).kind == InputBinding::Kind::captured)
         o.tensor = s.bound.at(u->index()); // a parameter (bound by identity): read as it is
       else
-        o.output = add_output(const_cast<ir::Value*>(u)); // kept: a forward output
+        o.output = output_number(g, out_index, const_cast<ir::Value*>(u)); // kept: an output
       st.operands.push_back(std::move(o));
     }
     step_of[n] = static_cast<int64_t>(recompute_.steps.size());
@@ -773,10 +773,7 @@ TraceSession::trace_backward(const std::vector<Tensor>& results, const std::vect
     Handle* h = handle_of(grad.impl());
     ok = ok && h != nullptr;
     if (!ok) break;
-    ir::Value* v = current(*h);
-    auto [it, fresh] = out_index.try_emplace(v, static_cast<int64_t>(g.num_outputs()));
-    if (fresh) g.add_output(v);
-    bw->leaf_outputs.push_back(it->second);
+    bw->leaf_outputs.push_back(output_number(g, out_index, current(*h)));
   }
   // The saved tensors it read are outputs of the forward's run (same views of them).
   for (InputBinding& b : s.bindings) {
@@ -857,10 +854,6 @@ public:
   }
   std::string name() const override { return "CompiledFunctionUnbuiltBackward"; }
 };
-
-} // namespace
-
-namespace {
 
 /// The grad_fn of a compiled forward's results: runs the compiled backward on the saved forward
 /// outputs, the captured tensors it reads and the results' gradients.

@@ -275,9 +275,9 @@ private:
   BackwardMemory backward_memory_;
   /// In a cut with a compiled backward: partitions the saved tensors (passes/partition.h),
   /// fills recompute_, and returns the saved tensors the backward computes again (the others
-  /// become forward outputs). `add_output` makes a value an output and returns its number.
+  /// become forward outputs, numbered in `out_index` as cut numbers the graph's outputs).
   std::unordered_set<const TensorImpl*>
-  partition_saved(Segment& s, const std::function<int64_t(ir::Value*)>& add_output);
+  partition_saved(Segment& s, std::unordered_map<ir::Value*, int64_t>& out_index);
 };
 
 /// Gives a result of a compiled function that had autograd history when traced a node that
