@@ -388,6 +388,19 @@ uint64_t TraceSession::version(const TensorImpl& t) {
   return v;
 }
 
+bool TraceSession::aliases(const TensorImpl& a, const TensorImpl& b) {
+  // A traced tensor's memory is its base's: a graph input's is the bound tensor's storage.
+  auto memory = [&](const TensorImpl& t) -> const void* {
+    if (Handle* h = handle_of(t))
+      return h->base->bound.defined()
+                 ? static_cast<const void*>(h->base->bound.impl().storage.get())
+                 : h->base.get();
+    return t.storage.get();
+  };
+  const void* m = memory(a);
+  return m != nullptr && m == memory(b);
+}
+
 int64_t TraceSession::segment_id() { return segment().id; }
 
 void TraceSession::module_mode_read(const nn::Module& m, const std::shared_ptr<const bool>& flag) {
@@ -801,7 +814,11 @@ TraceSession::trace_backward(const std::vector<Tensor>& results, const std::vect
 }
 
 void TraceSession::finish(std::vector<Tensor>& results) {
-  segment();
+  Segment& s = segment();
+  // A traced view's link to its base (for writes through views) ends with the call: a view
+  // kept for the backward would otherwise keep its base, a value no replay makes.
+  for (const auto& w : s.traced)
+    if (auto impl = w.lock(); impl && impl->autograd) autograd::forget_view_base(*impl->autograd);
   std::vector<bool> history;
   for (const Tensor& r : results)
     history.push_back(r.defined() && r.is_traced() && r.impl().autograd != nullptr &&

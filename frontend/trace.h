@@ -108,6 +108,7 @@ public:
   void grad_slot(const Tensor& t, bool write) override;
   void track(const std::shared_ptr<TensorImpl>& impl) override;
   uint64_t version(const TensorImpl& t) override;
+  bool aliases(const TensorImpl& a, const TensorImpl& b) override;
   int64_t segment_id() override;
 
   // What the trace found (valid after finish).

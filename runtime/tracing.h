@@ -57,6 +57,9 @@ public:
   /// storage's version plus the writes recorded but not yet run (a concrete one). Autograd's
   /// saved tensors check it, as they check Tensor::version() eagerly.
   virtual uint64_t version(const TensorImpl& t) = 0;
+  /// Whether a and b (traced or concrete) are views of one tensor's memory, as
+  /// shares_storage tells of concrete tensors: an in-place write to one changes the other.
+  virtual bool aliases(const TensorImpl& a, const TensorImpl& b) = 0;
   /// The pending graph's number: versions compare only within one.
   virtual int64_t segment_id() = 0;
 };

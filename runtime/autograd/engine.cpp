@@ -73,6 +73,55 @@ public:
   bool saved_any_ = false, released_ = false;
 };
 
+/// The view ops of a view's way from its base, applied to t (recorded when grad mode is on).
+Tensor replay_views(const std::vector<ViewStep>& steps, Tensor t) {
+  for (const ViewStep& s : steps)
+    t = dispatch1(s.op, {t}, s.attrs);
+  return t;
+}
+
+/// The adjoint of replay_views: a gradient of the view as one of the base (zeros elsewhere),
+/// by the view ops' own derivatives.
+Tensor unview(const std::vector<ViewStep>& steps, Tensor g) {
+  for (size_t k = steps.size(); k-- > 0;) {
+    const ViewStep& s = steps[k];
+    const Tensor in[] = {Tensor()};
+    g = op_backward(s.op, s.attrs, in, std::span<const TensorMeta>(&s.input, 1), {},
+                    std::span<const Tensor>(&g, 1), {true})[0];
+  }
+  return g;
+}
+
+/// An in-place write through a view, as the base's history (PyTorch's CopySlices): the base's
+/// gradient goes to the write's node for the view's elements, and on to the base's old
+/// history for the others.
+class CopySlices final : public Node {
+public:
+  CopySlices(TensorMeta base, std::shared_ptr<const std::vector<ViewStep>> steps,
+             std::shared_ptr<Node> fn)
+      : base_(std::move(base)), steps_(std::move(steps)), fn_(std::move(fn)) {}
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override {
+    Tensor g = grads.at(0);
+    if (!g.defined()) g = zeros(base_.sizes, TensorOptions(base_.dtype).device(base_.device));
+    const Tensor view_grad = replay_views(*steps_, g);
+    std::vector<Tensor> out = fn_->apply({view_grad});
+    // The written elements' old values reach the base's old history only through the write.
+    const Tensor written =
+        unview(*steps_, ones(view_grad.sizes(), TensorOptions(g.dtype()).device(g.device())));
+    out.insert(out.begin(), where(written > 0.0, 0.0, g));
+    return out;
+  }
+  std::string name() const override { return "CopySlices"; }
+  void release() override { fn_->release(); }
+  bool released() const override { return fn_->released(); }
+  void saved(std::vector<Tensor>& out) const override { fn_->saved(out); }
+
+private:
+  TensorMeta base_;
+  std::shared_ptr<const std::vector<ViewStep>> steps_;
+  std::shared_ptr<Node> fn_; // the write's node; its edges are this node's, after the base's
+};
+
 } // namespace
 
 // ---- saved tensors ----
@@ -142,7 +191,43 @@ AutogradMeta& meta_of(const Tensor& t) {
 
 AutogradMeta* find_meta(const Tensor& t) { return t.defined() ? t.impl().autograd.get() : nullptr; }
 
+void record_view(Op op, const Tensor& input, const Attrs& attrs, const Tensor& view) {
+  if (t_inference || !view.defined() || !input.defined() || input.impl().inference) return;
+  const AutogradMeta* in = find_meta(input);
+  auto steps = std::make_shared<std::vector<ViewStep>>();
+  std::shared_ptr<TensorImpl> base = input.impl_ptr();
+  if (in != nullptr && in->view_base) {
+    base = in->view_base;
+    *steps = *in->view_steps;
+  }
+  steps->push_back({op, attrs, TensorMeta::of(input)});
+  AutogradMeta& m = meta_of(view);
+  const AutogradMeta* b = base->autograd.get();
+  m.view_of_fn = b != nullptr ? b->grad_fn : nullptr;
+  m.view_base = std::move(base);
+  m.view_steps = std::move(steps);
+}
+
+void refresh_view(const Tensor& t) {
+  if (!t.defined()) return;
+  AutogradMeta* m = t.impl().autograd.get();
+  if (m == nullptr || !m->view_base) return;
+  const AutogradMeta* b = m->view_base->autograd.get();
+  std::shared_ptr<Node> now = b != nullptr ? b->grad_fn : nullptr;
+  if (now == m->view_of_fn) return;
+  m->view_of_fn = now;
+  if (!now) return;
+  const AutoGradMode recorded(true);
+  const Tensor replayed = replay_views(*m->view_steps, Tensor(m->view_base));
+  const AutogradMeta* r = find_meta(replayed);
+  KILN_ASSERT(r != nullptr && r->grad_fn, "a view replayed on a base with history has none");
+  m->grad_fn = r->grad_fn;
+  m->output_nr = r->output_nr;
+  t.impl().requires_grad = true;
+}
+
 Edge gradient_edge(const Tensor& t) {
+  refresh_view(t);
   if (!t.defined() || !t.requires_grad()) return {};
   AutogradMeta& m = meta_of(t);
   if (m.grad_fn) return {m.grad_fn, m.output_nr};
@@ -190,6 +275,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grads) {
 uint64_t new_sequence() { return g_sequence++; }
 
 std::string grad_fn_name(const Tensor& t) {
+  refresh_view(t);
   const AutogradMeta* m = find_meta(t);
   return m != nullptr && m->grad_fn ? m->grad_fn->name() : "";
 }
@@ -203,22 +289,48 @@ void mark_inference(std::span<const Tensor> results) {
 
 // ---- recording ----
 
+namespace {
+
+/// shares_storage, for traced tensors too (the tracer knows which alias).
+bool aliases(const Tensor& a, const Tensor& b) {
+  Tracer* tracer = active_tracer();
+  if (tracer != nullptr && (a.impl().is_traced() || b.impl().is_traced()))
+    return tracer->aliases(a.impl(), b.impl());
+  return shares_storage(a, b);
+}
+
+} // namespace
+
 Recording record_before(Op op, std::span<const Tensor> inputs, std::span<Tensor> out) {
   Recording rec;
   if (t_inference) return rec;
   if (!is_grad_enabled()) return rec;
   bool any = false;
-  for (const Tensor& t : inputs)
+  for (const Tensor& t : inputs) {
+    refresh_view(t);
     any = any || (t.defined() && t.requires_grad());
+  }
   for (const Tensor& o : out) {
-    if (!o.defined() || !o.requires_grad()) continue;
+    refresh_view(o);
     const AutogradMeta* m = find_meta(o);
+    if (m != nullptr && m->view_base && m->view_base->requires_grad) {
+      // A write through a view becomes the base's history (CopySlices in record_after).
+      KILN_CHECK(m->view_base->autograd != nullptr && m->view_base->autograd->grad_fn, op_name(op),
+                 ": a view of a leaf tensor that requires grad is being used in an in-place "
+                 "operation (wrap it in NoGradGuard, as optimizers and weight loading do)");
+      for (size_t d = 0; d < o.sizes().size(); ++d)
+        KILN_CHECK(o.sizes()[d] <= 1 || o.strides()[d] != 0, op_name(op),
+                   ": unsupported operation: more than one element of the written-to tensor "
+                   "refers to a single memory location (an expanded view ",
+                   shape_str(o.sizes()), " with strides ", shape_str(o.strides()),
+                   "); clone() it before writing in place");
+      any = true;
+      continue;
+    }
+    if (!o.defined() || !o.requires_grad()) continue;
     KILN_CHECK(m != nullptr && m->grad_fn, op_name(op),
                ": a leaf tensor that requires grad is being used in an in-place operation (wrap "
                "it in NoGradGuard, as optimizers and weight loading do)");
-    KILN_CHECK(!m->is_view, op_name(op),
-               ": an in-place operation on a view of a tensor with autograd history is not "
-               "supported yet; write out of place (or clone() the view first)");
     any = true;
   }
   // A write into a tensor with history is recorded even by an op without a derivative (fill_,
@@ -230,7 +342,7 @@ Recording record_before(Op op, std::span<const Tensor> inputs, std::span<Tensor>
     rec.originals.resize(inputs.size());
     for (size_t k = 0; k < inputs.size(); ++k)
       for (const Tensor& o : out)
-        if (inputs[k].defined() && o.defined() && shares_storage(inputs[k], o)) {
+        if (inputs[k].defined() && o.defined() && aliases(inputs[k], o)) {
           const NoGradGuard no_grad;
           rec.originals[k] = inputs[k].clone();
         }
@@ -261,13 +373,31 @@ void record_after(Op op, std::span<const Tensor> inputs, const Attrs& attrs,
     AutogradMeta& m = meta_of(r);
     m.grad_fn = node;
     m.output_nr = static_cast<uint32_t>(k);
-    m.is_view = schema(op).kind == OpKind::view;
     r.impl().requires_grad = true;
   }
   for (size_t k = 0; k < made.size(); ++k)
     node->outputs_.emplace_back(plan.outputs && is_floating(made[k].dtype()) ? made[k] : Tensor(),
                                 true);
   node->saved_any_ = plan.inputs || plan.outputs;
+  // A write through a view: the base's history becomes the write (CopySlices), and the view's
+  // own is derived from it again.
+  for (const Tensor& o : out) {
+    const AutogradMeta* m = find_meta(o);
+    if (m == nullptr || !m->view_base || !is_floating(o.dtype())) continue;
+    KILN_CHECK(out.size() == 1, op_name(op), ": an in-place write of ", out.size(),
+               " tensors through views is not supported");
+    const Tensor base(m->view_base);
+    auto copy = std::make_shared<CopySlices>(TensorMeta::of(base), m->view_steps, node);
+    copy->next.push_back(gradient_edge(base));
+    copy->next.insert(copy->next.end(), node->next.begin(), node->next.end());
+    copy->outputs.push_back(TensorMeta::of(base));
+    copy->sequence = g_sequence++;
+    AutogradMeta& bm = meta_of(base);
+    bm.grad_fn = std::move(copy);
+    bm.output_nr = 0;
+    base.impl().requires_grad = true;
+    refresh_view(o);
+  }
 }
 
 // ---- execution ----
@@ -377,6 +507,7 @@ void roots_of(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gra
              grad_outputs.size(), " gradients for ", outputs.size(), " outputs");
   for (size_t k = 0; k < outputs.size(); ++k) {
     const Tensor& o = outputs[k];
+    refresh_view(o);
     KILN_CHECK(o.defined() && o.requires_grad(), what, ": output ", k,
                " does not require grad and has no grad_fn (was it made under NoGradGuard, or "
                "from tensors that do not require grad?)");

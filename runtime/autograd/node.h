@@ -77,18 +77,43 @@ private:
   std::shared_ptr<TensorImpl> leaf_;
 };
 
+/// One view op of the way from a view's base to the view.
+struct ViewStep {
+  Op op = Op::view;
+  Attrs attrs;
+  TensorMeta input; // what it was applied to
+};
+
 /// What a tensor carries for autograd.
 struct AutogradMeta {
   std::shared_ptr<Node> grad_fn;   // null for a leaf
   uint32_t output_nr = 0;          // which output of grad_fn
   std::weak_ptr<Node> accumulator; // a leaf's AccumulateGrad, while a graph holds it
-  bool is_view = false;            // a view recorded from a tensor with history
+  /// A view made with grad mode on (PyTorch's `_base`): the tensor it views (never a view
+  /// itself), the view ops from there, and the base's grad_fn when the view's own history was
+  /// last derived. A recorded in-place write to the base or to any of its views gives the base
+  /// a new grad_fn; the view's history is then derived again (refresh_view) before it is used.
+  std::shared_ptr<TensorImpl> view_base;
+  std::shared_ptr<const std::vector<ViewStep>> view_steps;
+  std::shared_ptr<Node> view_of_fn;
 };
 
 /// t's autograd state, made when missing.
 AutogradMeta& meta_of(const Tensor& t);
 /// t's autograd state, or null.
 AutogradMeta* find_meta(const Tensor& t);
+/// A view whose base's history changed since its own was derived (an in-place write through
+/// another view, or to the base) gets it derived again: the view ops replayed on the base.
+void refresh_view(const Tensor& t);
+/// Drops a view's link to its base (its history stays as it is).
+inline void forget_view_base(AutogradMeta& m) {
+  m.view_base.reset();
+  m.view_steps.reset();
+  m.view_of_fn.reset();
+}
+/// Notes that `view` was made from `input` by a view op (called by dispatch with grad mode
+/// on): its base and the view ops from there (AutogradMeta::view_base).
+void record_view(Op op, const Tensor& input, const Attrs& attrs, const Tensor& view);
 /// The edge a gradient of t flows into: its grad_fn's output, a leaf's accumulator (made on
 /// first use), or none when t does not require grad.
 Edge gradient_edge(const Tensor& t);

@@ -10,6 +10,7 @@ void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph,
 }
 
 Tensor& Tensor::retain_grad() {
+  autograd::refresh_view(*this);
   KILN_CHECK(requires_grad(), "retain_grad: the tensor does not require grad");
   const autograd::AutogradMeta* m = autograd::find_meta(*this);
   if (m == nullptr || !m->grad_fn) return *this; // a leaf keeps its gradient anyway
@@ -20,6 +21,7 @@ Tensor& Tensor::retain_grad() {
 }
 
 bool Tensor::is_leaf() const {
+  autograd::refresh_view(*this);
   const autograd::AutogradMeta* m = autograd::find_meta(*this);
   return m == nullptr || !m->grad_fn;
 }

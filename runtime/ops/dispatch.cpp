@@ -271,6 +271,8 @@ std::vector<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const Attrs&
       results = tracer->record(op, inputs, attrs, out);
     }
     if (rec.active) autograd::record_after(op, inputs, attrs, results, out, rec);
+    if (schema(op).kind == OpKind::view && !results.empty())
+      autograd::record_view(op, inputs[0], attrs, results[0]);
     return results;
   }
   if (!is_grad_enabled()) {
@@ -288,6 +290,8 @@ std::vector<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const Attrs&
     results = run_kernels(op, inputs, attrs, out);
   }
   if (rec.active) autograd::record_after(op, inputs, attrs, results, out, rec);
+  if (schema(op).kind == OpKind::view && !results.empty())
+    autograd::record_view(op, inputs[0], attrs, results[0]);
   return results;
 }
 

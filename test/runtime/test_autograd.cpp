@@ -362,6 +362,83 @@ TEST_CASE("autograd: in-place ops follow PyTorch's rules", "[autograd]") {
                                       Catch::Contains("MulBackward"));
 }
 
+TEST_CASE("autograd: in-place writes through views match finite differences (CopySlices)",
+          "[autograd]") {
+  using V = std::vector<Tensor>;
+  const Tensor a = r64({4, 5}, 31), b = r64({2, 5}, 32), c = r64({5, 2}, 33);
+  gradcheck("a slice of a fresh buffer written with copy_ (the base had no history)",
+            [](V& x) {
+              Tensor buf = zeros({6, 5}, DType::f64);
+              buf.slice(0, 1, 3).copy_(x[1] * 3.0);
+              buf.slice(0, 4, 6).copy_(exp(x[1]));
+              return buf * buf + x[0].sum();
+            },
+            {a, b});
+  gradcheck("mul_ and add_ through a stepped slice of a tensor with history",
+            [](V& x) {
+              Tensor y = x[0] * 2.0;
+              y.slice(0, 0, 4, 2).mul_(x[1]); // rows 0 and 2
+              y.slice(1, 1, 3).add_(sin(x[0].slice(1, 0, 2)));
+              return y * x[0];
+            },
+            {a, b});
+  gradcheck("a write through a view of a view (transpose, narrow, select)",
+            [](V& x) {
+              Tensor y = x[0] * 2.0; // (exp would save y: writing it is then an error)
+              y.t().narrow(1, 1, 2).copy_(x[1] *
+                                          exp(y.t().narrow(1, 2, 2))); // reads what it writes
+              y.select(1, 4).mul_(x[0].select(1, 0));
+              return y;
+            },
+            {a, c});
+  gradcheck("a view made before the write sees it; the written view itself goes on",
+            [](V& x) {
+              Tensor y = x[0] * 1.0;
+              Tensor rows = y.slice(0, 1, 3); // overlaps the write below in row 1
+              Tensor head = y.slice(0, 0, 2);
+              head.mul_(y.slice(0, 2, 4)); // rows 0-1 times rows 2-3
+              head.add_(1.0);
+              return rows * 2.0 + head.sum({0}, true);
+            },
+            {a});
+  gradcheck("a base written in place after its view was taken",
+            [](V& x) {
+              Tensor y = x[0] * 1.0;
+              Tensor v = y.view({20}).slice(0, 3, 9);
+              y.mul_(x[0]);
+              return v * v;
+            },
+            {a});
+
+  Tensor w = r64({3, 4}, 34).requires_grad_();
+  Tensor y = w * 1.0;
+  y.slice(1, 0, 2).mul_(3.0);
+  CHECK(autograd::grad_fn_name(y) == "CopySlices");
+  CHECK(autograd::grad_fn_name(y.slice(1, 0, 2)) == "SliceBackward");
+  // As in PyTorch: a leaf's view can't be written in place with grad mode on, nor can a view
+  // whose elements overlap.
+  CHECK_THROWS_WITH(w.slice(0, 0, 1).mul_(2.0),
+                    Catch::Contains("mul: a view of a leaf tensor that requires grad is being used "
+                                    "in an in-place operation"));
+  Tensor col = (w * 1.0).slice(1, 0, 1);
+  CHECK_THROWS_WITH(col.expand({3, 4}).mul_(2.0),
+                    Catch::Contains("more than one element of the written-to tensor"));
+  {
+    NoGradGuard no_grad;
+    w.slice(0, 0, 1).mul_(2.0); // as an optimizer writes a part of a parameter
+  }
+  // A buffer that a view write gave history can be read through an older view: it requires
+  // grad then too.
+  Tensor x = tensor(std::vector<double>{1.0, 2.0}).requires_grad_();
+  Tensor buf = zeros({2, 2}, DType::f64);
+  Tensor second_row = buf.select(0, 1);
+  buf.select(0, 0).copy_(x);
+  second_row.copy_(x * x);
+  CHECK(buf.requires_grad());
+  buf.sum().backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{3.0, 5.0}); // 1 + 2x
+}
+
 TEST_CASE("autograd: NoGradGuard and InferenceMode record nothing", "[autograd]") {
   Tensor w = ones({2}).requires_grad_();
   {
