@@ -300,8 +300,14 @@ std::vector<Tensor> op_backward(Op op, const Attrs& attrs, std::span<const Tenso
     const std::vector<int64_t> dims = reduced_dims(attrs, a.dim());
     set(0, [&] {
       const Tensor gk = unsqueeze_reduced(g, dims, attrs.b(1), a.dim());
-      const Tensor rk = unsqueeze_reduced(r, dims, attrs.b(1), a.dim());
-      return gk * rk / a; // the inputs' zeros are not special-cased yet
+      // Each element's derivative is the product of the others. Counted per reduced slice:
+      // without zeros that is r / a; with one zero, only the zero's is not 0 (the product of
+      // the rest); with more, all are 0 (as PyTorch's prod_backward).
+      const Tensor zero = a == 0.0;
+      const Tensor nonzero = where(zero, 1.0, a);
+      const Tensor zeros = sum(zero, dims, true, a.dtype());
+      const Tensor rest = prod(nonzero, dims, true); // the product of the nonzero elements
+      return gk * where(zeros == 0.0, rest / nonzero, where(zero && zeros == 1.0, rest, 0.0));
     });
     break;
   }

@@ -106,6 +106,14 @@ TEST_CASE("autograd: gradients of reductions, views and data movement match fini
             {a});
   gradcheck("mean var", [](V& x) { return x[0].mean({1}) + x[0].var({2}).sum({1}, true); }, {a});
   gradcheck("prod", [](V& x) { return x[0].prod({1}); }, {a});
+  {
+    // Zeros: slices with none, one and two of them.
+    Tensor z = a.clone();
+    auto* p = static_cast<double*>(z.raw_data()); // [3, 4, 5]: element (i, j, k) at 20i + 5j + k
+    p[0 * 20 + 1 * 5 + 2] = 0;                    // slice (0, ., 2): one zero
+    p[1 * 20 + 0 * 5 + 3] = p[1 * 20 + 2 * 5 + 3] = 0; // slice (1, ., 3): two
+    gradcheck("prod at zeros", [](V& x) { return x[0].prod({1}) + x[0].prod({}) * 0.5; }, {z});
+  }
   gradcheck("amax amin", [](V& x) { return amax(x[0], {2}) - amin(x[0], {0}).sum({1}); }, {a});
   gradcheck("cumsum", [](V& x) { return cumsum(x[0], 1) * x[0]; }, {a});
   gradcheck("softmax log_softmax", [](V& x) { return softmax(x[0], -1) + log_softmax(x[0], 1); },
