@@ -3,7 +3,9 @@
 
 #include <cstring>
 
+#include "runtime/autograd/node.h"
 #include "runtime/cuda/device.h"
+#include "runtime/grad_mode.h"
 #include "runtime/ops.h"
 #include "runtime/ops/dispatch.h"
 #include "runtime/tracing.h"
@@ -126,36 +128,48 @@ Tensor Tensor::detach() const {
 
 // ---- conversions ----
 Tensor Tensor::to(DType t) const { return kiln::to(*this, t); }
-Tensor Tensor::to(Device d) const {
-  if (d == device()) return *this;
-  KILN_CHECK(!is_traced(), "to: moving a traced tensor to ", d, " (not in compiled code yet)");
-  if (!device().is_cpu() && !d.is_cpu()) return to(Device::cpu()).to(d); // through the host
-  if (!device().is_cpu() && !is_contiguous()) {
+namespace {
+
+/// t's data on device d (a new tensor without history).
+Tensor move_to(const Tensor& t, Device d) {
+  if (!t.device().is_cpu() && !d.is_cpu()) return move_to(move_to(t, Device::cpu()), d);
+  if (!t.device().is_cpu() && !t.is_contiguous()) {
     // A strided device tensor: the span of its storage it covers comes to the host, and the
     // host makes it contiguous.
     int64_t span = 1;
-    for (size_t d2 = 0; d2 < sizes().size(); ++d2) {
-      KILN_CHECK(strides()[d2] >= 0, "to: a ", device(), " tensor with a negative stride");
-      if (sizes()[d2] == 0) span = 0;
-      if (span > 0) span += (sizes()[d2] - 1) * strides()[d2];
+    for (size_t d2 = 0; d2 < t.sizes().size(); ++d2) {
+      KILN_CHECK(t.strides()[d2] >= 0, "to: a ", t.device(), " tensor with a negative stride");
+      if (t.sizes()[d2] == 0) span = 0;
+      if (span > 0) span += (t.sizes()[d2] - 1) * t.strides()[d2];
     }
-    Tensor host = make_tensor({span}, dtype(), d);
+    Tensor host = make_tensor({span}, t.dtype(), d);
     if (span > 0)
-      cuda::detail::copy_to_host(host.raw_data(), static_cast<const char*>(raw_data()),
-                                 static_cast<size_t>(span * itemsize()), device());
-    return make_view(host, sizes(), strides(), 0).contiguous();
+      cuda::detail::copy_to_host(host.raw_data(), static_cast<const char*>(t.raw_data()),
+                                 static_cast<size_t>(span * t.itemsize()), t.device());
+    return make_view(host, t.sizes(), t.strides(), 0).contiguous();
   }
-  const Tensor src = device().is_cpu() ? contiguous() : *this;
-  Tensor out = make_tensor(sizes(), dtype(), d);
-  out.impl().wrapped_number = impl().wrapped_number; // a C++ scalar operand stays one
-  const size_t bytes = static_cast<size_t>(numel() * itemsize());
+  const Tensor src = t.device().is_cpu() ? t.contiguous() : t;
+  Tensor out = make_tensor(t.sizes(), t.dtype(), d);
+  out.impl().wrapped_number = t.impl().wrapped_number; // a C++ scalar operand stays one
+  const size_t bytes = static_cast<size_t>(t.numel() * t.itemsize());
   if (bytes > 0) {
     if (d.is_cuda())
       cuda::detail::copy_to_device(out.raw_data(), src.raw_data(), bytes, d);
     else
-      cuda::detail::copy_to_host(out.raw_data(), src.raw_data(), bytes, device());
+      cuda::detail::copy_to_host(out.raw_data(), src.raw_data(), bytes, t.device());
   }
   return out;
+}
+
+} // namespace
+
+Tensor Tensor::to(Device d) const {
+  if (d == device()) return *this;
+  KILN_CHECK(!is_traced(), "to: moving a traced tensor to ", d, " (not in compiled code yet)");
+  Tensor moved = move_to(*this, d);
+  // Differentiable, as PyTorch's: the gradient goes back to this device.
+  if (requires_grad() && is_grad_enabled()) autograd::record_move(*this, moved);
+  return moved;
 }
 Tensor Tensor::clone() const { return kiln::clone(*this); }
 

@@ -400,6 +400,35 @@ void record_after(Op op, std::span<const Tensor> inputs, const Attrs& attrs,
   }
 }
 
+namespace {
+
+/// Tensor::to(device)'s backward: the gradient moved back.
+class ToDeviceBackward final : public Node {
+public:
+  explicit ToDeviceBackward(Device from) : from_(from) {}
+  std::vector<Tensor> apply(std::vector<Tensor> grads) override {
+    return {grads.at(0).defined() ? grads[0].to(from_) : Tensor()};
+  }
+  std::string name() const override { return "ToCopyBackward"; }
+
+private:
+  Device from_;
+};
+
+} // namespace
+
+void record_move(const Tensor& t, const Tensor& moved) {
+  if (t_inference || !is_floating(moved.dtype())) return;
+  auto node = std::make_shared<ToDeviceBackward>(t.device());
+  node->next.push_back(gradient_edge(t));
+  node->outputs.push_back(TensorMeta::of(moved));
+  node->sequence = g_sequence++;
+  AutogradMeta& m = meta_of(moved);
+  m.grad_fn = std::move(node);
+  m.output_nr = 0;
+  moved.impl().requires_grad = true;
+}
+
 // ---- execution ----
 
 namespace {

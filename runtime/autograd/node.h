@@ -128,6 +128,9 @@ struct Recording {
 Recording record_before(Op op, std::span<const Tensor> inputs, std::span<Tensor> out);
 void record_after(Op op, std::span<const Tensor> inputs, const Attrs& attrs,
                   std::span<const Tensor> results, std::span<Tensor> out, Recording& rec);
+/// Records `moved`, t's data moved to another device (Tensor::to), as made from t: its
+/// gradient goes back to t's device.
+void record_move(const Tensor& t, const Tensor& moved);
 /// Marks the results of an op run under InferenceMode.
 void mark_inference(std::span<const Tensor> results);
 /// Whether InferenceMode is active on this thread (InferenceMode::is_enabled, for dispatch).

@@ -144,6 +144,37 @@ TEST_CASE("cuda device: eager ops on views, dtypes, reductions and in-place writ
   KILN_REQUIRE_BITWISE(host(cd), a);
 }
 
+TEST_CASE("cuda device: a move between devices passes the gradient back", "[cuda]") {
+  if (!have_device()) return;
+  manual_seed(3);
+  const Tensor x0 = randn({4, 6}), w0 = randn({6, 3});
+  // A CPU input through a model on the device, and a device parameter read on the CPU.
+  Tensor x = x0.clone().requires_grad_(), w = w0.to(kCuda).requires_grad_();
+  Tensor y = matmul(x.to(kCuda), w);
+  CHECK(autograd::grad_fn_name(x.to(kCuda)) == "ToCopyBackward");
+  Tensor loss = (host(y) * host(y)).sum() + host(w).sum();
+  loss.backward();
+  REQUIRE(x.grad().defined());
+  REQUIRE(w.grad().defined());
+  CHECK(x.grad().device() == Device::cpu());
+  CHECK(w.grad().device() == kCuda);
+  Tensor xe = x0.clone().requires_grad_(), we = w0.clone().requires_grad_();
+  Tensor ye = matmul(xe, we);
+  ((ye * ye).sum() + we.sum()).backward();
+  const Tensor xr = x0.to(DType::f64).requires_grad_(), wr = w0.to(DType::f64).requires_grad_();
+  Tensor yr = matmul(xr, wr);
+  ((yr * yr).sum() + wr.sum()).backward();
+  for (auto [got, eager, ref] : {std::tuple{x.grad(), xe.grad(), xr.grad()},
+                                 std::tuple{host(w.grad()), we.grad(), wr.grad()}}) {
+    const auto why = check_accuracy(got, eager, ref);
+    INFO(why.value_or(""));
+    CHECK_FALSE(why.has_value());
+  }
+  // Under NoGradGuard a move records nothing.
+  const NoGradGuard no_grad;
+  CHECK_FALSE(x.to(kCuda).requires_grad());
+}
+
 TEST_CASE("cuda device: factories and random ops on CUDA (random draws the CPU's numbers)",
           "[cuda]") {
   if (!have_device()) return;
