@@ -495,9 +495,13 @@ std::vector<Tensor> op_backward(Op op, const Attrs& attrs, std::span<const Tenso
             windows.push_back(slice(rows, rank - 1, kx * dilation[1],
                                     kx * dilation[1] + (ow - 1) * stride[1] + 1, stride[1]));
         }
-        // The first offset holding the maximum (the kernel's scan order), as PyTorch.
-        const Tensor hit = stack(windows, rank - 2) == unsqueeze(r, rank - 2);
-        first = hit && (cumsum(hit, rank - 2) == 1);
+        // The first offset holding the maximum (the kernel's scan order), as PyTorch; in a
+        // window with a NaN (its maximum then), the last NaN, as PyTorch's kernel takes it.
+        const Tensor s = stack(windows, rank - 2), m = unsqueeze(r, rank - 2);
+        const Tensor hit = s == m, nan = s != s;
+        const Tensor nans = sum(nan, {rank - 2}, true);
+        first = where(m != m, nan && (cumsum(nan, rank - 2) == nans),
+                      hit && (cumsum(hit, rank - 2) == 1));
       }
       const Tensor cols = where(first, unsqueeze(g, rank - 2), 0.0);
       const Tensor dx =

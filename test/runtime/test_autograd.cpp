@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -204,6 +205,19 @@ TEST_CASE("autograd: gradients of conv2d and the pools match finite differences"
   gradcheck("max_pool2d: ceil_mode, unbatched",
             [](V& v) { return max_pool2d(v[0], {3}, {2}, {0}, {1}, true); },
             {distinct64({3, 7, 6}, 42)});
+  {
+    // A window with NaNs: its maximum is NaN, and its gradient goes to the last NaN (the one
+    // PyTorch's kernel keeps); the other windows are untouched.
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    Tensor x = tensor(std::vector<double>{1, nan, 7, 2, //
+                                          nan, 3, 4, 5},
+                      {1, 2, 4})
+                   .requires_grad_();
+    Tensor y = max_pool2d(x, {2}, {2}); // two windows: {1, nan, nan, 3} and {7, 2, 4, 5}
+    REQUIRE(std::isnan(y.to_vector<double>()[0]));
+    y.sum().backward();
+    CHECK(x.grad().to_vector<double>() == std::vector<double>{0, 0, 1, 0, 1, 0, 0, 0});
+  }
 
   const Tensor q = r64({2, 3, 7, 6}, 43);
   for (const bool include_pad : {true, false}) {
