@@ -161,7 +161,7 @@ void build_interpreted_plan(CompiledGraph& cg, std::span<const size_t> input_map
 void build_fused_plan(CompiledGraph& cg, std::span<const size_t> input_map,
                       const passes::FusionResult& fusion, std::span<const LoweredGroup> groups,
                       std::span<const Schedule> schedules, std::span<const KernelEntry> entries,
-                      std::span<const AttentionSite> attention) {
+                      std::span<const AttentionSite> attention, std::span<const int64_t> run_as) {
   PlanBuilder b(cg, input_map);
   cg.attention.clear();
   std::vector<const AttentionSite*> site_at(fusion.order.size(), nullptr);
@@ -181,7 +181,9 @@ void build_fused_plan(CompiledGraph& cg, std::span<const size_t> input_map,
     } else if (fs.library >= 0) {
       b.library_call(fusion.library_calls[static_cast<size_t>(fs.library)]);
     } else if (fs.group >= 0) {
-      const auto g = static_cast<size_t>(fs.group);
+      const int64_t run = run_as.empty() ? fs.group : run_as[static_cast<size_t>(fs.group)];
+      if (run < 0) continue; // a foreach's member: the foreach runs it
+      const auto g = static_cast<size_t>(run);
       b.kernel(groups[g], schedules[g], entries[g]);
     } else {
       b.node(fs.node);

@@ -12,6 +12,7 @@
 #include "codegen/cache.h"
 #include "codegen/cpu/jit_target.h"
 #include "codegen/cuda/cuda_target.h"
+#include "codegen/foreach.h"
 #include "codegen/lower_group.h"
 #include "codegen/target.h"
 #include "ir/kernel/verifier.h"
@@ -266,7 +267,7 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
   // lower: FusionGroup -> Kernel, each with the graph values its buffers bind; then, after
   // the groups' kernels, each attention site's softmax narrowed to the key widths its blocks
   // may stop at.
-  const std::vector<LoweredGroup> lowered = stages.run("lower", [&] {
+  std::vector<LoweredGroup> lowered = stages.run("lower", [&] {
     std::vector<LoweredGroup> v;
     auto verified = [&] {
       // A kernel the verifier rejects is a lowering bug, never the user's.
@@ -310,15 +311,51 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
   }
   for (size_t g = 0; g < schedules.size(); ++g)
     if (in_cache[g]) schedules[g].stream = false;
-  if (stages.done(Stage::kernels, [&] { return kernels_text(kernels, schedules); })) return out;
-  if (stages.done(Stage::source, [&] { return target.source(kernels, schedules); })) return out;
+
+  // foreach: pointwise kernels of one body that read none of each other's results (an
+  // optimizer's update of each parameter) run as one kernel. Not under autotuning, which
+  // measured each kernel's schedule alone.
+  ForeachPlan foreach;
+  if (options.foreach && !options.autotune) {
+    foreach
+      = stages.run("foreach", [&] {
+        return form_foreach(fusion, lowered, schedules, in_cache, target.vector_bytes(),
+                            options.schedule);
+      });
+    stages.summary(std::to_string(foreach.members) + " kernels as " +
+                   std::to_string(foreach.kernels));
+    for (size_t k = kernels.size(); k < lowered.size(); ++k) {
+      kernels.push_back(lowered[k].kernel);
+      in_cache.push_back(false);
+      if (Expected<void> ok = ir::kernel::verify(kernels.back()); !ok)
+        KILN_UNREACHABLE("a foreach kernel is invalid: " + ok.error().message() + "\n" +
+                         kernels.back().str());
+    }
+  }
+  // What is compiled: every kernel but the foreach kernels' members.
+  std::vector<size_t> compiled;
+  for (size_t k = 0; k < kernels.size(); ++k)
+    if (foreach.merged.empty() || !foreach.merged[k]) compiled.push_back(k);
+  std::vector<ir::kernel::Kernel> compiled_kernels;
+  std::vector<Schedule> compiled_schedules;
+  for (size_t k : compiled) {
+    compiled_kernels.push_back(kernels[k]);
+    compiled_schedules.push_back(schedules[k]);
+  }
+  if (stages.done(Stage::kernels,
+                  [&] { return kernels_text(compiled_kernels, compiled_schedules); }))
+    return out;
+  if (stages.done(Stage::source,
+                  [&] { return target.source(compiled_kernels, compiled_schedules); }))
+    return out;
 
   // emit: kernels -> loaded code, from the cache or the target.
-  std::vector<KernelEntry> entries;
+  std::vector<KernelEntry> entries(kernels.size(), nullptr);
   Device device = target.device();
   std::vector<std::pair<std::string, DeviceLaunch>> launches;
-  if (!kernels.empty()) {
-    Emitted emitted = stages.run("emit", [&] { return emit(target, kernels, schedules); });
+  if (!compiled_kernels.empty()) {
+    Emitted emitted =
+        stages.run("emit", [&] { return emit(target, compiled_kernels, compiled_schedules); });
     stages.summary(std::string(target.name()) + (emitted.cache_hit ? ", cache hit" : ", compiled"));
     if (!emitted.code) {
       // What the target cannot compile runs on the interpreter.
@@ -328,17 +365,19 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
     out.cache_hit = emitted.cache_hit;
     if (options.keep_object) out.object = std::move(emitted.object);
     out.code = emitted.code->library;
-    entries = emitted.code->entries;
+    for (size_t i = 0; i < compiled.size(); ++i)
+      entries[compiled[i]] = emitted.code->entries.at(i);
     device = emitted.code->device;
     for (size_t k = 0; k < emitted.code->launches.size(); ++k)
-      launches.emplace_back(kernels[k].name, emitted.code->launches[k]);
+      launches.emplace_back(compiled_kernels[k].name, emitted.code->launches[k]);
   }
 
   // plan: everything -> the runtime Plan.
   stages.run("plan", [&] {
     const std::vector<AttentionSite> attention =
         choose_attention(sites, fusion, lowered, schedules, entries, out.attention_log);
-    build_fused_plan(out, input_map, fusion, lowered, schedules, entries, attention);
+    build_fused_plan(out, input_map, fusion, lowered, schedules, entries, attention,
+                     foreach.run_as);
     if (!device.is_cpu()) out.plan.run_on(device, launches, options.eager_on_host);
   });
   stages.summary(std::to_string(out.plan.steps().size()) + " steps, " +

@@ -63,6 +63,8 @@ struct LowerOptions {
   bool generate_code = true;
   /// Fixed schedule fields for every kernel (KILN_SCHEDULE, CompileOptions::schedule).
   ScheduleOverride schedule;
+  /// Foreach kernels are formed (codegen/foreach.h; not under autotune).
+  bool foreach = true;
   /// Set (Mode::max_autotune): the schedules are tuned (codegen/autotune.h) between the
   /// schedule and emit stages. Ignored under a schedule override, which fixes them.
   std::optional<AutotuneOptions> autotune;

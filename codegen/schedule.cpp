@@ -15,6 +15,13 @@ using ir::kernel::Instr;
 using ir::kernel::Kernel;
 
 int64_t Schedule::rows(const Kernel& k) const {
+  if (!k.parts.empty()) {
+    // A foreach kernel's rows: its parts', one after another.
+    int64_t r = 0;
+    for (const ir::kernel::Part& p : k.parts)
+      r += rows(p.kernel);
+    return r;
+  }
   if (k.outer.empty()) return 1;
   const size_t n = k.outer.size();
   int64_t r = 1;

@@ -149,6 +149,7 @@ struct CompiledFunction::State {
     lo.simplify = options.backend != "eager";
     lo.generate_code = options.backend == "kiln";
     lo.schedule = schedule;
+    lo.foreach = options.foreach;
     lo.log_passes = wants("passes");
     if (options.mode == Mode::max_autotune && !on_cuda) { // the search times CPU kernels
       codegen::AutotuneOptions ao;

@@ -63,6 +63,10 @@ struct CompileOptions {
   /// min-cut partition says, and the backward computes cheap pointwise values again from
   /// it (AOTAutograd's rematerialization). false: it keeps what the formulas save.
   bool recompute = true;
+  /// Pointwise kernels of one body that read none of each other's results (an optimizer's
+  /// update of each parameter) run as one foreach kernel (docs/ir.md). Not under
+  /// max_autotune, which tunes each kernel alone.
+  bool foreach = true;
   /// max_autotune: the time one graph's schedule search may take (compiling and timing its
   /// candidates); kernels left when it runs out keep the heuristic's schedules. The search's
   /// results are kept in the on-disk cache, so a later compile of the same kernels, in any

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <numeric>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "codegen/cpu/jit.h"
 #include "codegen/cpu/llvm_target.h"
@@ -70,6 +71,15 @@ public:
       : m_(m), ctx_(m.getContext()), b_(ctx_), k_(k), s_(s), target_(target),
         out_of_line_math_(out_of_line_math), reuse_(std::move(reuse)) {}
 
+  /// The function takes the points of its one outer dim as a fourth argument instead of
+  /// k.outer's (a foreach kernel's parts of one body share it). Only for a kernel of one outer
+  /// dim and no inner loops, whose indices are that dim's variable or constants.
+  void runtime_length() {
+    KILN_ASSERT(k_.outer.size() == 1 && k_.loops.empty() && s_.tile == 1 && !s_.stream,
+                "a runtime length for kernel ", k_.name, " of outer rank ", k_.outer.size());
+    runtime_length_ = true;
+  }
+
   void run() {
     for (const auto& it : k_.items)
       if (it.instr < 0) {
@@ -78,7 +88,10 @@ public:
       }
     auto* i64 = b_.getInt64Ty();
     auto* ptr = b_.getPtrTy();
-    auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {ptr, i64, i64}, false);
+    // A foreach part's function takes its points as a fourth argument (runtime_length).
+    std::vector<llvm::Type*> params = {ptr, i64, i64};
+    if (runtime_length_) params.push_back(i64);
+    auto* fty = llvm::FunctionType::get(b_.getVoidTy(), params, false);
     fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, k_.name, m_);
     fn_->addFnAttr(llvm::Attribute::NoUnwind);
     fn_->addFnAttr("target-cpu", target_.cpu);
@@ -96,9 +109,12 @@ public:
     const int64_t blocks = (last + s_.block - 1) / s_.block;
     // A tile covers `tile` points of the second-to-last outer dim (1 without a tile).
     const bool tiled = s_.tile > 1 && n_outer >= 2;
+    // With a runtime length (one outer dim), a row is a block of it.
+    llvm::Value* const end_of_last =
+        runtime_length_ ? static_cast<llvm::Value*>(fn_->getArg(3)) : c64(last);
     loop(fn_->getArg(1), fn_->getArg(2), 1, [&](llvm::Value* row) {
-      llvm::Value* q = b_.CreateUDiv(row, c64(blocks));
-      llvm::Value* blk = b_.CreateURem(row, c64(blocks));
+      llvm::Value* q = runtime_length_ ? c64(0) : b_.CreateUDiv(row, c64(blocks));
+      llvm::Value* blk = runtime_length_ ? row : b_.CreateURem(row, c64(blocks));
       llvm::Value* t0 = nullptr; // tiled: the tile's first point of o_{n-2}
       for (int d = n_outer - 2; d >= 0; --d) {
         const int64_t extent = k_.outer[static_cast<size_t>(d)];
@@ -113,7 +129,7 @@ public:
       }
       llvm::Value* j0 = b_.CreateMul(blk, c64(s_.block));
       llvm::Value* j1 = b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin,
-                                                 b_.CreateAdd(j0, c64(s_.block)), c64(last));
+                                                 b_.CreateAdd(j0, c64(s_.block)), end_of_last);
       // Outer vector code steps `unroll` vectors of `lanes` outer points at once (a reduction
       // then keeps that many accumulators per inner point and loads `unroll` neighbouring
       // vectors), then single vectors, then the scalar tail.
@@ -176,6 +192,7 @@ public:
   }
 
 private:
+  bool runtime_length_ = false; // runtime_length()
   // ---- stashes (reuse_plan.h) ----
   /// One scratch array per slot, for a row's inner domain (times the lanes of an outer
   /// vector step); none, and the plan dropped, past kMaxStashBytes in all.
@@ -985,6 +1002,127 @@ std::string body_key(const Kernel& k, const Schedule& s) {
   return s.str() + "\n" + anon.str();
 }
 
+/// A foreach kernel (Kernel::parts): each part an ordinary kernel function, internal to the
+/// module (parts of one body and length share it), and the kernel's function, which runs the
+/// rows of [begin, end) that fall in each part (the parts' rows follow one another) on that
+/// part's function, with the part's buffers gathered from the kernel's.
+void emit_foreach(llvm::Module& m, const Kernel& k, const Schedule& s, const HostTarget& target,
+                  const CodegenOptions& options) {
+  std::vector<llvm::Function*> parts;
+  std::unordered_map<std::string, llvm::Function*> bodies;
+  std::vector<int64_t> start = {0};
+  size_t most = 0;
+  for (const ir::kernel::Part& p : k.parts) {
+    Kernel body = p.kernel;
+    body.outer = {0}; // its length is an argument
+    auto [it, fresh] = bodies.try_emplace(body_key(body, s), nullptr);
+    if (fresh) {
+      const bool out_of_line =
+          options.inline_math_limit >= 0 && polynomial_ops(p.kernel) > options.inline_math_limit;
+      KernelEmitter e(m, p.kernel, s, target, out_of_line, ReusePlan{});
+      e.runtime_length();
+      e.run();
+      it->second = m.getFunction(p.kernel.name);
+      it->second->setLinkage(llvm::GlobalValue::InternalLinkage);
+    }
+    parts.push_back(it->second);
+    start.push_back(start.back() + s.rows(p.kernel));
+    most = std::max(most, p.buffers.size());
+  }
+  // The parts as tables (row starts, lengths, buffer numbers, functions) and one loop over
+  // them: the entry stays a few instructions however many parts there are.
+  llvm::LLVMContext& ctx = m.getContext();
+  llvm::IRBuilder<> b(ctx);
+  auto* i64 = b.getInt64Ty();
+  auto* ptr = b.getPtrTy();
+  const size_t n = parts.size();
+  std::vector<llvm::Constant*> lengths, args, fns;
+  std::vector<llvm::Constant*> starts;
+  for (int64_t v : start)
+    starts.push_back(b.getInt64(static_cast<uint64_t>(v)));
+  for (size_t p = 0; p < n; ++p) {
+    lengths.push_back(b.getInt64(static_cast<uint64_t>(k.parts[p].kernel.outer[0])));
+    fns.push_back(parts[p]);
+    for (size_t j = 0; j < most; ++j) {
+      const std::vector<int>& a = k.parts[p].buffers;
+      args.push_back(b.getInt64(j < a.size() ? static_cast<uint64_t>(a[j]) : 0));
+    }
+  }
+  auto table = [&](const std::vector<llvm::Constant*>& v, llvm::Type* t, const char* what) {
+    auto* type = llvm::ArrayType::get(t, v.size());
+    return new llvm::GlobalVariable(m, type, /*isConstant=*/true,
+                                    llvm::GlobalValue::InternalLinkage,
+                                    llvm::ConstantArray::get(type, v), k.name + "." + what);
+  };
+  llvm::GlobalVariable* starts_t = table(starts, i64, "starts");
+  llvm::GlobalVariable* lengths_t = table(lengths, i64, "lengths");
+  llvm::GlobalVariable* args_t = table(args, i64, "buffers");
+  llvm::GlobalVariable* fns_t = table(fns, ptr, "parts");
+  auto* fty = llvm::FunctionType::get(b.getVoidTy(), {ptr, i64, i64}, false);
+  auto* fn = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, k.name, m);
+  fn->addFnAttr(llvm::Attribute::NoUnwind);
+  fn->addFnAttr("target-cpu", target.cpu);
+  if (!target.features.empty()) fn->addFnAttr("target-features", target.features);
+  auto* entry = llvm::BasicBlock::Create(ctx, "entry", fn);
+  auto* head = llvm::BasicBlock::Create(ctx, "part", fn);
+  auto* gather = llvm::BasicBlock::Create(ctx, "gather", fn);
+  auto* call = llvm::BasicBlock::Create(ctx, "call", fn);
+  auto* latch = llvm::BasicBlock::Create(ctx, "latch", fn);
+  auto* exit = llvm::BasicBlock::Create(ctx, "exit", fn);
+  llvm::Value* bufs = fn->getArg(0);
+  llvm::Value* begin = fn->getArg(1);
+  llvm::Value* end = fn->getArg(2);
+  auto at = [&](llvm::GlobalVariable* t, llvm::Type* e, llvm::Value* i) {
+    return b.CreateLoad(e, b.CreateInBoundsGEP(t->getValueType(), t, {b.getInt64(0), i}));
+  };
+  b.SetInsertPoint(entry);
+  llvm::Value* own = b.CreateAlloca(ptr, b.getInt64(most), "part_buffers");
+  b.CreateBr(head);
+  // head: part p's rows of [begin, end), if any.
+  b.SetInsertPoint(head);
+  llvm::PHINode* p = b.CreatePHI(i64, 2, "p");
+  p->addIncoming(b.getInt64(0), entry);
+  llvm::Value* first = at(starts_t, i64, p);
+  llvm::Value* after = at(starts_t, i64, b.CreateAdd(p, b.getInt64(1)));
+  llvm::Value* lo = b.CreateBinaryIntrinsic(llvm::Intrinsic::umax, begin, first);
+  llvm::Value* hi = b.CreateBinaryIntrinsic(llvm::Intrinsic::umin, end, after);
+  b.CreateCondBr(b.CreateICmpULT(lo, hi), gather, latch);
+  // gather: the part's buffers from the kernel's.
+  b.SetInsertPoint(gather);
+  llvm::PHINode* j = b.CreatePHI(i64, 2, "j");
+  j->addIncoming(b.getInt64(0), head);
+  llvm::Value* arg = at(args_t, i64, b.CreateAdd(b.CreateMul(p, b.getInt64(most)), j));
+  b.CreateStore(b.CreateLoad(ptr, b.CreateInBoundsGEP(ptr, bufs, arg)),
+                b.CreateInBoundsGEP(ptr, own, j));
+  llvm::Value* j1 = b.CreateAdd(j, b.getInt64(1));
+  j->addIncoming(j1, gather);
+  b.CreateCondBr(b.CreateICmpULT(j1, b.getInt64(most)), gather, call);
+  // call: its function over its rows.
+  b.SetInsertPoint(call);
+  b.CreateCall(llvm::FunctionType::get(b.getVoidTy(), {ptr, i64, i64, i64}, false),
+               at(fns_t, ptr, p),
+               {own, b.CreateSub(lo, first), b.CreateSub(hi, first), at(lengths_t, i64, p)});
+  b.CreateBr(latch);
+  b.SetInsertPoint(latch);
+  llvm::Value* p1 = b.CreateAdd(p, b.getInt64(1));
+  p->addIncoming(p1, latch);
+  b.CreateCondBr(b.CreateICmpULT(p1, b.getInt64(n)), head, exit);
+  b.SetInsertPoint(exit);
+  b.CreateRetVoid();
+}
+
+/// Instructions of a kernel; of a foreach kernel, its parts' of distinct bodies (emitted once).
+size_t instruction_count(const Kernel& k, const Schedule& s) {
+  size_t n = k.instrs.size();
+  std::unordered_set<std::string> seen;
+  for (const ir::kernel::Part& p : k.parts) {
+    Kernel body = p.kernel;
+    body.outer = {0};
+    if (seen.insert(body_key(body, s)).second) n += p.kernel.instrs.size();
+  }
+  return n;
+}
+
 std::unique_ptr<llvm::Module> build(llvm::LLVMContext& ctx, std::span<const Kernel> kernels,
                                     std::span<const Schedule> schedules, std::string_view name,
                                     const HostTarget& target, const CodegenOptions& options) {
@@ -1002,6 +1140,11 @@ std::unique_ptr<llvm::Module> build(llvm::LLVMContext& ctx, std::span<const Kern
         llvm::GlobalAlias::create(llvm::GlobalValue::ExternalLinkage, kernels[i].name, it->second);
         continue;
       }
+    }
+    if (!kernels[i].parts.empty()) {
+      emit_foreach(*m, kernels[i], schedules[i], target, options);
+      if (options.dedupe) emitted.emplace(std::move(key), m->getFunction(kernels[i].name));
+      continue;
     }
     const bool out_of_line =
         options.inline_math_limit >= 0 && polynomial_ops(kernels[i]) > options.inline_math_limit;
@@ -1037,7 +1180,10 @@ std::vector<std::vector<size_t>> partition(std::span<const Kernel> kernels,
   const size_t n = std::min(bodies.size(), static_cast<size_t>(std::max(parts, 1)));
   std::vector<size_t> order(bodies.size());
   std::iota(order.begin(), order.end(), 0);
-  auto size = [&](size_t b) { return kernels[bodies[b].front()].instrs.size(); };
+  auto size = [&](size_t b) {
+    const size_t k = bodies[b].front();
+    return instruction_count(kernels[k], schedules[k]);
+  };
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return size(a) > size(b); });
   std::vector<std::vector<size_t>> out(n);

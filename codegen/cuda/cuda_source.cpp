@@ -341,13 +341,12 @@ public:
       : k_(k), launch_(launch), os_(os) {}
 
   void run() {
+    if (!k_.parts.empty()) {
+      run_foreach();
+      return;
+    }
     const int g = launch_.group;
-    os_ << "extern \"C\" __global__ void __launch_bounds__(" << launch_.threads << ") " << k_.name
-        << "(";
-    for (size_t b = 0; b < k_.buffers.size(); ++b)
-      os_ << (k_.buffers[b].output ? "" : "const ") << memtype(k_.buffers[b].dtype) << "* b" << b
-          << ", ";
-    os_ << "kiln_i64 n) {\n";
+    signature();
     if (launch_.vector > 1) vector_loop();
     if (g == 1) {
       os_ << "  for (kiln_i64 t = (kiln_i64)blockIdx.x * blockDim.x + threadIdx.x; t < n;\n"
@@ -382,7 +381,44 @@ public:
       if (g > 1 && loaded_later(i)) os_ << "    " << sync() << ";\n";
     }
     os_ << "  }\n" << (launch_.vector > 1 ? "  }\n" : "") << "}\n";
-    // Host C++ only: the kernel behind one signature, for the tests that run it on the CPU.
+    host_entry();
+  }
+
+private:
+  void signature() {
+    os_ << "extern \"C\" __global__ void __launch_bounds__(" << launch_.threads << ") " << k_.name
+        << "(";
+    for (size_t b = 0; b < k_.buffers.size(); ++b)
+      os_ << (k_.buffers[b].output ? "" : "const ") << memtype(k_.buffers[b].dtype) << "* b" << b
+          << ", ";
+    os_ << "kiln_i64 n) {\n";
+  }
+
+  /// A foreach kernel (Kernel::parts): a thread per point of all parts; a point runs its part's
+  /// instructions on that part's buffers (the kernel's, renamed), at its place in the part.
+  void run_foreach() {
+    signature();
+    os_ << "  for (kiln_i64 t = (kiln_i64)blockIdx.x * blockDim.x + threadIdx.x; t < n;\n"
+        << "       t += (kiln_i64)gridDim.x * blockDim.x) {\n";
+    int64_t start = 0;
+    for (size_t p = 0; p < k_.parts.size(); ++p) {
+      const ir::kernel::Part& part = k_.parts[p];
+      const int64_t points = part.kernel.outer.at(0);
+      os_ << (p == 0 ? "    if" : "    else if") << " (t < " << start + points << "LL) {\n"
+          << "      const kiln_i64 v0 = t - " << start << "LL;\n";
+      Emitter e(part.kernel, launch_, os_);
+      e.args_ = part.buffers;
+      for (const ir::kernel::Item& it : part.kernel.items)
+        e.instr(it.instr, "      ");
+      os_ << "    }\n";
+      start += points;
+    }
+    os_ << "  }\n}\n";
+    host_entry();
+  }
+
+  /// Host C++ only: the kernel behind one signature, for the tests that run it on the CPU.
+  void host_entry() {
     os_ << "#ifndef __CUDACC__\nextern \"C\" void " << k_.name
         << "_host(char* const* b, kiln_i64 n, unsigned blocks) {\n  kiln_emu_launch(blocks, "
         << launch_.threads << "u, [&] {\n    " << k_.name << "(";
@@ -392,7 +428,11 @@ public:
     os_ << "n);\n  });\n}\n#endif\n\n";
   }
 
-private:
+  /// The name of buffer b in the kernel's signature.
+  std::string buffer(int b) const {
+    return "b" + std::to_string(args_.empty() ? b : args_.at(static_cast<size_t>(b)));
+  }
+
   /// The kernel's kVector-points-per-thread loop, when its vector accesses' buffers are
   /// aligned (`if (...) { loop } else {` : the scalar loop follows, run() closes it): the
   /// vector loads, then each point's instructions (its loads and stores of vector accesses
@@ -488,9 +528,7 @@ private:
         define(id, loaded(vec(id) + ".v[" + std::to_string(lane_) + "]", in.dtype), pad);
         break;
       }
-      define(id,
-             loaded("b" + std::to_string(in.buffer) + "[" + index_expr(in.index) + "]", in.dtype),
-             pad);
+      define(id, loaded(buffer(in.buffer) + "[" + index_expr(in.index) + "]", in.dtype), pad);
       break;
     case Instr::Kind::constant:
       define(id,
@@ -508,7 +546,7 @@ private:
             << ";\n";
         break;
       }
-      os_ << pad << guard << "b" << in.buffer << "[" << index_expr(in.index)
+      os_ << pad << guard << buffer(in.buffer) << "[" << index_expr(in.index)
           << "] = " << to_memory(val(in.args[0]), in.dtype) << ";\n";
       break;
     case Instr::Kind::reduce: fold(id, pad); break;
@@ -807,6 +845,7 @@ private:
   const GpuLaunch& launch_;
   std::ostream& os_;
   std::set<int> vectors_; // the loads and stores of vector accesses (vector_loop)
+  std::vector<int> args_; // a foreach part's: its buffer b is the kernel's args_[b]
   int lane_ = -1;         // the point of the vector being emitted, or -1
 };
 
@@ -838,6 +877,7 @@ bool gpu_vectorizable(const Kernel& k) {
 
 GpuLaunch gpu_launch(const Kernel& k) {
   GpuLaunch launch;
+  if (!k.parts.empty()) return launch; // a thread per point of every part
   if (gpu_vectorizable(k)) {
     const int last = static_cast<int>(k.outer.size()) - 1;
     for (const Instr& in : k.instrs)

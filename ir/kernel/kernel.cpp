@@ -1,6 +1,7 @@
 // Kernel: text form and domain helpers.
 #include "ir/kernel/kernel.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -21,6 +22,18 @@ int64_t Kernel::outer_numel() const {
 }
 
 bool Kernel::may_write_over(int out, int in) const {
+  if (!parts.empty()) {
+    // Within the part that has both (the parts run side by side, on distinct outputs).
+    for (const Part& p : parts) {
+      auto local = [&](int b) {
+        auto it = std::find(p.buffers.begin(), p.buffers.end(), b);
+        return it == p.buffers.end() ? -1 : static_cast<int>(it - p.buffers.begin());
+      };
+      const int o = local(out), i = local(in);
+      if (o >= 0 && i >= 0) return p.kernel.may_write_over(o, i);
+    }
+    return false;
+  }
   const Buffer& o = buffers.at(static_cast<size_t>(out));
   const Buffer& i = buffers.at(static_cast<size_t>(in));
   if (!o.output || i.output || o.dtype != i.dtype || o.extent != i.extent) return false;
@@ -133,6 +146,12 @@ std::string Kernel::str() const {
   for (const Buffer& b : buffers)
     os << "  buffer " << b.name << ":" << dtype_name(b.dtype) << (b.output ? " out" : " in")
        << " extent " << b.extent << "\n";
+  for (size_t p = 0; p < parts.size(); ++p) {
+    os << " part " << p << " buffers";
+    for (int b : parts[p].buffers)
+      os << " " << buffers.at(static_cast<size_t>(b)).name;
+    os << " {\n" << parts[p].kernel.str() << " }\n";
+  }
   for (const Item& it : items) {
     if (it.instr >= 0) {
       print_instr(os, *this, it.instr);

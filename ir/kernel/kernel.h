@@ -66,6 +66,8 @@ struct Item {
   int loop = -1;  // >= 0: a loop
 };
 
+struct Part;
+
 struct Kernel {
   std::string name;
   std::vector<Buffer> buffers;
@@ -74,6 +76,12 @@ struct Kernel {
   std::vector<Instr> instrs;
   std::vector<Loop> loops;
   std::vector<Item> items;
+  /// A foreach kernel (horizontal fusion, docs/ir.md "Foreach kernels"): independent
+  /// pointwise kernels of one body run as one, each on its own buffers. Then the kernel has
+  /// no instructions of its own; `outer` is one dim of all parts' points, `buffers` all the
+  /// parts' buffers (inputs, then outputs), and each part is a plain one-dimensional kernel
+  /// over its own buffers, which name the kernel's (Part::buffers).
+  std::vector<Part> parts;
 
   int num_vars() const { return static_cast<int>(outer.size() + inner.size()); }
   std::vector<int64_t> extents() const;
@@ -87,6 +95,13 @@ struct Kernel {
   /// The full text form: the on-disk cache keys on it, so it names everything the generated
   /// code depends on.
   std::string str() const;
+};
+
+/// One kernel of a foreach kernel: its body over its own buffers, and for each of them the
+/// foreach kernel's buffer it is.
+struct Part {
+  Kernel kernel;
+  std::vector<int> buffers;
 };
 
 } // namespace kiln::ir::kernel

@@ -318,6 +318,10 @@ private:
       buffer(pk);
       skip_newlines();
     }
+    while (is_ident("part")) {
+      part(pk);
+      skip_newlines();
+    }
     for (;;) {
       skip_newlines();
       if (peek().kind == Tok::value) {
@@ -329,9 +333,45 @@ private:
       }
     }
     if (is_ident("buffer")) fail(peek(), "buffers are declared before the first instruction");
-    if (peek().kind != Tok::eof && peek().kind != Tok::schedule && !is_ident("kernel"))
+    if (peek().kind != Tok::eof && peek().kind != Tok::schedule && !is_ident("kernel") &&
+        !(in_part_ && is_punct('}')))
       expected("an instruction, a loop, 'kernel' or end of file");
     finish(pk);
+  }
+
+  /// ` part N buffers NAME... {`, a kernel, ` }`: a foreach kernel's part, its buffers named
+  /// among the kernel's.
+  void part(ParsedKernel& pk) {
+    if (in_part_) fail(peek(), "a part inside a part");
+    next(); // part
+    const Token& number = peek();
+    if (integer("a part number") != static_cast<int64_t>(pk.kernel.parts.size()))
+      fail(number, "parts are numbered from 0 in order");
+    expect_ident("buffers");
+    Part p;
+    while (peek().kind == Tok::ident) {
+      auto it = buffers_.find(peek().text);
+      if (it == buffers_.end()) fail(peek(), "unknown buffer '" + peek().text + "'");
+      p.buffers.push_back(it->second);
+      next();
+    }
+    expect_punct('{');
+    expect_end_of_line();
+    skip_newlines();
+    if (!is_ident("kernel")) expected("'kernel'");
+    auto outer = std::move(buffers_);
+    ParsedKernel inner;
+    in_part_ = true;
+    kernel(inner);
+    in_part_ = false;
+    buffers_ = std::move(outer);
+    defs_.clear();
+    uses_.clear();
+    skip_newlines();
+    expect_punct('}');
+    expect_end_of_line();
+    p.kernel = std::move(inner.kernel);
+    pk.kernel.parts.push_back(std::move(p));
   }
 
   void buffer(ParsedKernel& pk) {
@@ -636,6 +676,7 @@ private:
   // Per kernel: buffer names, instructions by id, operands as written.
   std::unordered_map<std::string, int> buffers_;
   std::unordered_map<int, Def> defs_;
+  bool in_part_ = false; // parsing a foreach kernel's part
   std::vector<Use> uses_;
 };
 

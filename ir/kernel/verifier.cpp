@@ -480,7 +480,64 @@ private:
 
 } // namespace
 
-Expected<void> verify(const Kernel& k, VerifyFailure* failed) { return Verifier(k).run(failed); }
+namespace {
+
+/// A foreach kernel's rules: only parts, each a verified one-dimensional pointwise kernel
+/// whose buffers are the kernel's, of their dtypes and directions and no larger; the parts'
+/// points add up to the kernel's; every buffer is some part's, an output exactly one part's.
+Expected<void> verify_foreach(const Kernel& k) {
+  auto fail = [&](const auto&... args) -> Expected<void> {
+    return Error::without_location(detail::str("kernel ", k.name, ": ", args...));
+  };
+  if (!k.instrs.empty() || !k.items.empty() || !k.loops.empty() || !k.inner.empty() ||
+      k.outer.size() != 1)
+    return fail("a foreach kernel has one outer dim, its parts and nothing else");
+  std::unordered_set<std::string> names;
+  for (const Buffer& b : k.buffers)
+    if (b.name.empty() || !names.insert(b.name).second)
+      return fail("buffer '", b.name, "' is unnamed or declared twice");
+  std::vector<int> used(k.buffers.size(), 0);
+  int64_t points = 0;
+  for (size_t p = 0; p < k.parts.size(); ++p) {
+    const Part& part = k.parts[p];
+    const Kernel& pk = part.kernel;
+    if (!pk.parts.empty() || !pk.loops.empty() || !pk.inner.empty() || pk.outer.size() != 1)
+      return fail("part ", p, " is not a one-dimensional pointwise kernel");
+    if (Expected<void> ok = verify(pk); !ok) return fail("part ", p, ": ", ok.error().message());
+    if (part.buffers.size() != pk.buffers.size())
+      return fail("part ", p, " names ", part.buffers.size(), " buffers for its ",
+                  pk.buffers.size());
+    for (size_t j = 0; j < part.buffers.size(); ++j) {
+      const int b = part.buffers[j];
+      if (b < 0 || static_cast<size_t>(b) >= k.buffers.size())
+        return fail("part ", p, " names buffer ", b, " of ", k.buffers.size());
+      const Buffer &mine = pk.buffers[j], &theirs = k.buffers[static_cast<size_t>(b)];
+      if (mine.dtype != theirs.dtype || mine.output != theirs.output || mine.extent > theirs.extent)
+        return fail("part ", p, "'s buffer ", mine.name, " is not buffer ", theirs.name,
+                    " (dtype, direction or extent)");
+      ++used[static_cast<size_t>(b)];
+    }
+    points += pk.outer[0];
+  }
+  if (points != k.outer[0])
+    return fail("the parts have ", points, " points, the kernel ", k.outer[0]);
+  for (size_t b = 0; b < k.buffers.size(); ++b) {
+    if (used[b] == 0) return fail("buffer ", k.buffers[b].name, " is no part's");
+    if (k.buffers[b].output && used[b] != 1)
+      return fail("output buffer ", k.buffers[b].name, " belongs to ", used[b], " parts");
+  }
+  return {};
+}
+
+} // namespace
+
+Expected<void> verify(const Kernel& k, VerifyFailure* failed) {
+  if (!k.parts.empty()) {
+    if (failed) *failed = {};
+    return verify_foreach(k);
+  }
+  return Verifier(k).run(failed);
+}
 
 Expected<void> verify(const ParsedKernel& k, std::string_view file_name) {
   VerifyFailure f;

@@ -66,7 +66,7 @@ TEST_CASE("the pipeline prints its stages in order, and stops where asked", "[lo
   for (const auto& t : all->times)
     stage_names.push_back(t.stage);
   CHECK(stage_names == std::vector<std::string_view>{"simplify", "layout", "fuse", "lower",
-                                                     "schedule", "emit", "plan"});
+                                                     "schedule", "foreach", "emit", "plan"});
   CHECK(all->generated_kernels() == 1);
   CHECK(all->fallback.empty());
 
