@@ -23,16 +23,24 @@ int64_t Kernel::outer_numel() const {
 
 bool Kernel::may_write_over(int out, int in) const {
   if (!parts.empty()) {
-    // Within the part that has both (the parts run side by side, on distinct outputs).
+    // Within the part that has both, when no other part reads `in`: the parts run side by
+    // side, so another part could read it after this one wrote over it.
+    int readers = 0, o = -1, i = -1;
+    const Part* both = nullptr;
     for (const Part& p : parts) {
       auto local = [&](int b) {
         auto it = std::find(p.buffers.begin(), p.buffers.end(), b);
         return it == p.buffers.end() ? -1 : static_cast<int>(it - p.buffers.begin());
       };
-      const int o = local(out), i = local(in);
-      if (o >= 0 && i >= 0) return p.kernel.may_write_over(o, i);
+      const int po = local(out), pi = local(in);
+      readers += pi >= 0 ? 1 : 0;
+      if (po >= 0 && pi >= 0) {
+        both = &p;
+        o = po;
+        i = pi;
+      }
     }
-    return false;
+    return both != nullptr && readers == 1 && both->kernel.may_write_over(o, i);
   }
   const Buffer& o = buffers.at(static_cast<size_t>(out));
   const Buffer& i = buffers.at(static_cast<size_t>(in));

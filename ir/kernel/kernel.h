@@ -90,7 +90,8 @@ struct Kernel {
   /// kernel, when the input dies here): both of one dtype and extent, each store to out
   /// writes every element once at one index, and every load of `in` reads the element the
   /// stores write, before the first store. Then no element of `in` is read after it is
-  /// overwritten, on any thread.
+  /// overwritten, on any thread. Of a foreach kernel: within a part, for an input no other
+  /// part reads.
   bool may_write_over(int out, int in) const;
   /// The full text form: the on-disk cache keys on it, so it names everything the generated
   /// code depends on.

@@ -42,7 +42,7 @@ constexpr const char* kGraph = R"(graph @updates {
 
 } // namespace
 
-TEST_CASE("foreach: kernels of one flat body join; the kernel has a part each", "[foreach]") {
+TEST_CASE("foreach: kernels of one flat body join, the kernel has a part each", "[foreach]") {
   Expected<std::unique_ptr<ir::Graph>> g = ir::parse_graph(kGraph);
   REQUIRE(g);
   const passes::FusionResult fusion = passes::fuse(**g);
@@ -118,6 +118,44 @@ TEST_CASE("foreach: kernels of one flat body join; the kernel has a part each", 
     bad.parts[0].kernel.buffers[0].extent = 1 << 20; // larger than the kernel's buffer
     CHECK_THAT(ir::kernel::verify(bad).error().message(), Catch::Contains("is not buffer"));
   }
+}
+
+TEST_CASE("foreach: an input several parts read is never written over", "[foreach]") {
+  // Two parts s * c over one point each, sharing c: alone, each may write its result over c.
+  using ir::kernel::Index;
+  using ir::kernel::Instr;
+  ir::kernel::Kernel part;
+  part.name = "part";
+  part.outer = {1};
+  part.buffers = {
+      {"s", DType::f32, false, 1}, {"c", DType::f32, false, 1}, {"out", DType::f32, true, 1}};
+  auto instr = [](Instr::Kind kind, std::vector<int> args, int buffer) {
+    Instr in;
+    in.kind = kind;
+    in.op = Op::mul;
+    in.args = std::move(args);
+    in.buffer = buffer;
+    if (buffer >= 0) in.index = Index::var(0);
+    return in;
+  };
+  part.instrs = {instr(Instr::Kind::load, {}, 0), instr(Instr::Kind::load, {}, 1),
+                 instr(Instr::Kind::op, {0, 1}, -1), instr(Instr::Kind::store, {2}, 2)};
+  part.items = {{0, -1}, {1, -1}, {2, -1}, {3, -1}};
+  REQUIRE(ir::kernel::verify(part));
+  REQUIRE(part.may_write_over(2, 1));
+  ir::kernel::Kernel k;
+  k.name = "fe";
+  k.outer = {2};
+  k.buffers = {{"s1", DType::f32, false, 1},
+               {"s2", DType::f32, false, 1},
+               {"c", DType::f32, false, 1},
+               {"o1", DType::f32, true, 1},
+               {"o2", DType::f32, true, 1}};
+  k.parts = {{part, {0, 2, 3}}, {part, {1, 2, 4}}};
+  REQUIRE(ir::kernel::verify(k));
+  CHECK(k.may_write_over(3, 0));       // its own input
+  CHECK_FALSE(k.may_write_over(3, 2)); // c, which the other part reads too
+  CHECK_FALSE(k.may_write_over(3, 1)); // another part's input
 }
 
 TEST_CASE("foreach: only pointwise kernels over their points in order flatten", "[foreach]") {
