@@ -315,15 +315,14 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
   // foreach: pointwise kernels of one body that read none of each other's results (an
   // optimizer's update of each parameter) run as one kernel. Not under autotuning, which
   // measured each kernel's schedule alone.
-  ForeachPlan foreach;
+  ForeachPlan joined;
   if (options.foreach && !options.autotune) {
-    foreach
-      = stages.run("foreach", [&] {
-        return form_foreach(fusion, lowered, schedules, in_cache, target.vector_bytes(),
-                            options.schedule);
-      });
-    stages.summary(std::to_string(foreach.members) + " kernels as " +
-                   std::to_string(foreach.kernels));
+    joined = stages.run("foreach", [&] {
+      return form_foreach(fusion, lowered, schedules, in_cache, target.vector_bytes(),
+                          options.schedule);
+    });
+    stages.summary(std::to_string(joined.members) + " kernels as " +
+                   std::to_string(joined.kernels));
     for (size_t k = kernels.size(); k < lowered.size(); ++k) {
       kernels.push_back(lowered[k].kernel);
       in_cache.push_back(false);
@@ -335,7 +334,7 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
   // What is compiled: every kernel but the foreach kernels' members.
   std::vector<size_t> compiled;
   for (size_t k = 0; k < kernels.size(); ++k)
-    if (foreach.merged.empty() || !foreach.merged[k]) compiled.push_back(k);
+    if (joined.merged.empty() || !joined.merged[k]) compiled.push_back(k);
   std::vector<ir::kernel::Kernel> compiled_kernels;
   std::vector<Schedule> compiled_schedules;
   for (size_t k : compiled) {
@@ -376,8 +375,7 @@ Expected<CompiledGraph> lower(std::unique_ptr<ir::Graph> graph, const LowerOptio
   stages.run("plan", [&] {
     const std::vector<AttentionSite> attention =
         choose_attention(sites, fusion, lowered, schedules, entries, out.attention_log);
-    build_fused_plan(out, input_map, fusion, lowered, schedules, entries, attention,
-                     foreach.run_as);
+    build_fused_plan(out, input_map, fusion, lowered, schedules, entries, attention, joined.run_as);
     if (!device.is_cpu()) out.plan.run_on(device, launches, options.eager_on_host);
   });
   stages.summary(std::to_string(out.plan.steps().size()) + " steps, " +

@@ -291,6 +291,16 @@ void mark_inference(std::span<const Tensor> results) {
 
 namespace {
 
+/// Makes `node` (its edges set) t's history, t its one output.
+void make_history(std::shared_ptr<Node> node, const Tensor& t) {
+  node->outputs.push_back(TensorMeta::of(t));
+  node->sequence = g_sequence++;
+  AutogradMeta& m = meta_of(t);
+  m.grad_fn = std::move(node);
+  m.output_nr = 0;
+  t.impl().requires_grad = true;
+}
+
 /// shares_storage, for traced tensors too (the tracer knows which alias).
 bool aliases(const Tensor& a, const Tensor& b) {
   Tracer* tracer = active_tracer();
@@ -390,12 +400,7 @@ void record_after(Op op, std::span<const Tensor> inputs, const Attrs& attrs,
     auto copy = std::make_shared<CopySlices>(TensorMeta::of(base), m->view_steps, node);
     copy->next.push_back(gradient_edge(base));
     copy->next.insert(copy->next.end(), node->next.begin(), node->next.end());
-    copy->outputs.push_back(TensorMeta::of(base));
-    copy->sequence = g_sequence++;
-    AutogradMeta& bm = meta_of(base);
-    bm.grad_fn = std::move(copy);
-    bm.output_nr = 0;
-    base.impl().requires_grad = true;
+    make_history(std::move(copy), base);
     refresh_view(o);
   }
 }
@@ -421,12 +426,7 @@ void record_move(const Tensor& t, const Tensor& moved) {
   if (t_inference || !is_floating(moved.dtype())) return;
   auto node = std::make_shared<ToDeviceBackward>(t.device());
   node->next.push_back(gradient_edge(t));
-  node->outputs.push_back(TensorMeta::of(moved));
-  node->sequence = g_sequence++;
-  AutogradMeta& m = meta_of(moved);
-  m.grad_fn = std::move(node);
-  m.output_nr = 0;
-  moved.impl().requires_grad = true;
+  make_history(std::move(node), moved);
 }
 
 // ---- execution ----
