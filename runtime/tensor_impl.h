@@ -34,6 +34,9 @@ struct TensorImpl {
   std::shared_ptr<TensorImpl> grad;
   std::shared_ptr<autograd::AutogradMeta> autograd; // its history (runtime/autograd)
   bool inference = false; // made under InferenceMode: never joins an autograd graph
+  /// A view made with grad mode off (or a view of one): its base is not known to autograd,
+  /// so a recorded in-place write through it is an error (PyTorch's CreationMeta::NO_GRAD_MODE).
+  bool no_grad_view = false;
 
   bool is_traced() const { return trace != nullptr; }
   int64_t numel() const { return numel_of(sizes); }

@@ -193,6 +193,10 @@ AutogradMeta* find_meta(const Tensor& t) { return t.defined() ? t.impl().autogra
 
 void record_view(Op op, const Tensor& input, const Attrs& attrs, const Tensor& view) {
   if (t_inference || !view.defined() || !input.defined() || input.impl().inference) return;
+  if (input.impl().no_grad_view) { // a view of such a view is one too
+    view.impl().no_grad_view = true;
+    return;
+  }
   const AutogradMeta* in = find_meta(input);
   auto steps = std::make_shared<std::vector<ViewStep>>();
   std::shared_ptr<TensorImpl> base = input.impl_ptr();
@@ -322,6 +326,10 @@ Recording record_before(Op op, std::span<const Tensor> inputs, std::span<Tensor>
   }
   for (const Tensor& o : out) {
     refresh_view(o);
+    KILN_CHECK(!o.defined() || !o.impl().no_grad_view || !(any || o.requires_grad()), op_name(op),
+               ": a view made with grad mode off (under NoGradGuard) is being written in place "
+               "with grad mode on: the tensor it views would not record the write. Make the "
+               "view with grad mode on, or write under NoGradGuard (PyTorch raises this too)");
     const AutogradMeta* m = find_meta(o);
     if (m != nullptr && m->view_base && m->view_base->requires_grad) {
       // A write through a view becomes the base's history (CopySlices in record_after).

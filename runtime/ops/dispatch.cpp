@@ -263,7 +263,12 @@ std::vector<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const Attrs&
   if (Tracer* tracer = active_tracer()) [[unlikely]] {
     // Traced ops are recorded for autograd as eager ones are, so that backward() inside a
     // compiled function traces the backward pass into the same graph.
-    if (!is_grad_enabled()) return tracer->record(op, inputs, attrs, out);
+    if (!is_grad_enabled()) {
+      std::vector<Tensor> results = tracer->record(op, inputs, attrs, out);
+      if (schema(op).kind == OpKind::view && !results.empty())
+        results[0].impl().no_grad_view = true;
+      return results;
+    }
     autograd::Recording rec = autograd::record_before(op, inputs, out);
     std::vector<Tensor> results;
     {
@@ -279,6 +284,8 @@ std::vector<Tensor> dispatch(Op op, std::span<const Tensor> inputs, const Attrs&
     std::vector<Tensor> results = run_kernels(op, inputs, attrs, out);
     if (autograd::inference_mode()) [[unlikely]]
       autograd::mark_inference(results);
+    else if (schema(op).kind == OpKind::view && !results.empty())
+      results[0].impl().no_grad_view = true;
     return results;
   }
   // Recorded for autograd when an operand requires grad; the kernels themselves (which may

@@ -459,6 +459,22 @@ TEST_CASE("autograd: in-place writes through views match finite differences (Cop
   CHECK(buf.requires_grad());
   buf.sum().backward();
   CHECK(x.grad().to_vector<double>() == std::vector<double>{3.0, 5.0}); // 1 + 2x
+  // A view made under NoGradGuard has no base autograd knows of: a recorded write through it
+  // (or through a view of it) is an error, as in PyTorch; under NoGradGuard it is not.
+  Tensor other = zeros({2, 2}, DType::f64), row;
+  {
+    NoGradGuard no_grad;
+    row = other.select(0, 1);
+  }
+  CHECK_THROWS_WITH(row.copy_(x), Catch::Contains("copy: a view made with grad mode off"));
+  CHECK_THROWS_WITH(row.narrow(0, 0, 1).mul_(x.narrow(0, 0, 1)),
+                    Catch::Contains("a view made with grad mode off"));
+  row.mul_(2.0); // nothing to record
+  {
+    NoGradGuard no_grad;
+    row.copy_(x);
+  }
+  CHECK(other.to_vector<double>() == std::vector<double>{0, 0, 1, 2});
 }
 
 TEST_CASE("autograd: NoGradGuard and InferenceMode record nothing", "[autograd]") {
