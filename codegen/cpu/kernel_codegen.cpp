@@ -1002,8 +1002,9 @@ std::string body_key(const Kernel& k, const Schedule& s) {
   return s.str() + "\n" + anon.str();
 }
 
-/// A foreach kernel (Kernel::parts): each part an ordinary kernel function, internal to the
-/// module (parts of one body and length share it), and the kernel's function, which runs the
+/// A foreach kernel (Kernel::parts): each part a kernel function, internal to the module, that
+/// takes its length (runtime_length; parts of one body share it, whatever their lengths), and
+/// the kernel's function, which runs the
 /// rows of [begin, end) that fall in each part (the parts' rows follow one another) on that
 /// part's function, with the part's buffers gathered from the kernel's.
 void emit_foreach(llvm::Module& m, const Kernel& k, const Schedule& s, const HostTarget& target,
